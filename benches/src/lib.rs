@@ -1,0 +1,67 @@
+//! Setup code for the side-by-side benchmark in `benches/side_by_side.rs`.
+//!
+//! Every breaker under test, ours ([`ours`]) and each peer ([`peers`]), gets one module
+//! with the same shape: small constructors that build a breaker already in the state a
+//! scenario needs (closed, open, half-open, a time window holding `n` calls), each
+//! returning a value that implements [`SyncBreaker`] or [`AsyncBreaker`]. The bench file
+//! then times nothing but [`SyncBreaker::call`] / [`AsyncBreaker::call`] in a loop, so
+//! every library goes through the same harness.
+//!
+//! Constructors check, once and untimed, that the breaker really is in the state the
+//! scenario claims (they panic otherwise): a "rejected" benchmark that silently admits
+//! calls would be worse than none.
+//!
+//! A scenario a library cannot express has no constructor; the module says why.
+
+// A benchmark harness reads the wall clock and has to wait out real open periods for the
+// peers that take no clock argument; the workspace-wide ban is about library code.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "bench setup: peers without an injectable clock need real sleeps"
+)]
+
+use std::future::Future;
+
+pub mod ours;
+pub mod peers;
+
+/// The error type every protected closure is declared with (it never fails unless a
+/// constructor trips a breaker on purpose).
+pub type OpError = std::io::Error;
+
+/// The value every protected closure returns on success.
+pub const PAYLOAD: u64 = 1;
+
+/// A breaker driven synchronously.
+pub trait SyncBreaker: Send + Sync {
+    /// Runs one call through the breaker (or, where a scenario says so, one admission).
+    ///
+    /// Returns whether the breaker let the call through.
+    fn call(&self) -> bool;
+}
+
+/// A breaker driven from async code (tower / `layered` services).
+///
+/// Clones share the breaker's state: the two-thread benchmark gives each thread a clone.
+pub trait AsyncBreaker: Clone + Send + 'static {
+    /// Runs one call through the breaker (or, where a scenario says so, one admission).
+    ///
+    /// Resolves to whether the breaker let the call through.
+    fn call(&mut self) -> impl Future<Output = bool>;
+}
+
+/// The trivial successful operation every benchmark protects.
+#[inline]
+pub(crate) fn ok() -> Result<u64, OpError> {
+    Ok(PAYLOAD)
+}
+
+/// A failing operation, used only in setup to trip a breaker.
+pub(crate) fn fail() -> Result<u64, OpError> {
+    Err(OpError::other("tripping the breaker on purpose"))
+}
+
+/// Blocks the thread for `d` (setup only: waiting out a real open period).
+pub(crate) fn sleep(d: std::time::Duration) {
+    std::thread::sleep(d);
+}

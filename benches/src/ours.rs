@@ -1,0 +1,130 @@
+//! interlock, with the same shape as the modules in [`crate::peers`].
+//!
+//! API used: `Config::builder()` (`sliding_window`, `minimum_number_of_calls`,
+//! `wait_duration_in_open`, `build`), `CircuitBreaker::builder(name)` (`config`, `clock`,
+//! `build`), `CircuitBreaker::call(|| ..)`, `CircuitBreaker::acquire()` (a permit; dropping it
+//! unused gives its probe slot back), `CircuitBreaker::state()`, `ManualClock`.
+//!
+//! - `closed`: the default config (count window of 100, slow-call detection on).
+//! - `rejected`: tripped by one failure (`minimum_number_of_calls(1)`) with a one-hour open
+//!   wait, so each rejection computes its `retry_after` like the peers that trip on failures.
+//! - `half_open`: tripped on a `ManualClock`, moved past the open wait, then each `call` is
+//!   `acquire()` + drop of the permit (the probe slot comes back, so every iteration re-admits).
+//! - `time_window`: `SlidingWindow::time(60 s)` holding `n` successful calls.
+
+use std::time::Duration;
+
+use interlock::{CircuitBreaker, Config, ManualClock, SlidingWindow, State};
+
+use crate::{SyncBreaker, fail, ok};
+
+/// Name used in benchmark ids.
+pub const NAME: &str = "interlock";
+
+/// An interlock breaker; `call` runs [`crate::ok`] through it.
+#[derive(Debug)]
+pub struct Breaker(CircuitBreaker);
+
+impl SyncBreaker for Breaker {
+    #[inline]
+    fn call(&self) -> bool {
+        self.0.call(ok).is_ok()
+    }
+}
+
+fn build(config: Config) -> CircuitBreaker {
+    CircuitBreaker::builder("bench")
+        .config(config)
+        .build()
+        .expect("interlock: valid breaker")
+}
+
+/// Default configuration (count window of 100, slow-call detection on), closed.
+///
+/// # Panics
+/// If the breaker rejects a call.
+#[must_use]
+pub fn closed() -> Breaker {
+    let b = Breaker(build(Config::default()));
+    assert!(b.call(), "interlock: a fresh breaker must admit calls");
+    b
+}
+
+/// Tripped by one failure with a one-hour open wait: every call is rejected.
+///
+/// # Panics
+/// If the breaker does not open.
+#[must_use]
+pub fn rejected() -> Breaker {
+    let config = Config::builder()
+        .minimum_number_of_calls(1)
+        .wait_duration_in_open(Duration::from_secs(3600))
+        .build()
+        .expect("interlock: valid config");
+    let b = Breaker(build(config));
+    let _ = b.0.call(fail);
+    assert_eq!(b.0.state(), State::Open, "interlock: breaker did not open");
+    assert!(!b.call(), "interlock: open breaker admitted a call");
+    b
+}
+
+/// Half-open: each `call` acquires a probe permit and drops it unused.
+#[derive(Debug)]
+pub struct HalfOpen {
+    breaker: CircuitBreaker,
+    // Keeps the clock the breaker reads alive (and shows what drives it).
+    _clock: ManualClock,
+}
+
+impl SyncBreaker for HalfOpen {
+    #[inline]
+    fn call(&self) -> bool {
+        // The permit is dropped at the end of the statement: its slot goes back.
+        self.breaker.acquire().is_ok()
+    }
+}
+
+/// Tripped on a manual clock, then moved past the open wait into half-open.
+///
+/// # Panics
+/// If the breaker does not end up half-open, re-admitting after each dropped permit.
+#[must_use]
+pub fn half_open() -> HalfOpen {
+    let clock = ManualClock::new();
+    let config = Config::builder()
+        .minimum_number_of_calls(1)
+        .wait_duration_in_open(Duration::from_secs(60))
+        .build()
+        .expect("interlock: valid config");
+    let breaker = CircuitBreaker::builder("bench")
+        .config(config)
+        .clock(clock.clone())
+        .build()
+        .expect("interlock: valid breaker");
+    let _ = breaker.call(fail);
+    assert_eq!(breaker.state(), State::Open, "interlock: breaker did not open");
+    clock.advance(Duration::from_secs(61));
+    let h = HalfOpen { breaker, _clock: clock };
+    for _ in 0..1000 {
+        assert!(h.call(), "interlock: half-open breaker refused a probe");
+    }
+    assert_eq!(h.breaker.state(), State::HalfOpen, "interlock: not half-open");
+    h
+}
+
+/// A 60 s time window (slow-call detection on) already holding `n` successful calls.
+///
+/// # Panics
+/// If a prefill call is rejected.
+#[must_use]
+pub fn time_window(n: usize) -> Breaker {
+    let config = Config::builder()
+        .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+        .build()
+        .expect("interlock: valid config");
+    let b = Breaker(build(config));
+    for _ in 0..n {
+        assert!(b.call(), "interlock: prefill call rejected");
+    }
+    b
+}

@@ -1,0 +1,306 @@
+//! Time sources.
+//!
+//! Every decision the breaker takes reads time through a [`Clock`], as a
+//! [`Timestamp`] in nanoseconds. Production code uses [`MonotonicClock`] (the
+//! default); tests inject a [`ManualClock`] and move time by hand, so no test
+//! ever has to sleep.
+
+use std::fmt;
+use std::ops::{Add, Sub};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A point in time: nanoseconds since an arbitrary, clock-specific origin.
+///
+/// Only differences between two timestamps of the same clock mean anything.
+/// A `u64` of nanoseconds covers more than 584 years, fits in an atomic and
+/// is `Copy`.
+///
+/// ```
+/// use interlock::Timestamp;
+/// use std::time::Duration;
+///
+/// let t = Timestamp::from_nanos(1_500_000_000);
+/// assert_eq!(t + Duration::from_millis(500), Timestamp::from_secs(2));
+/// assert_eq!(Timestamp::from_secs(2) - t, Duration::from_millis(500));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// The origin of a clock.
+    pub const ZERO: Timestamp = Timestamp(0);
+
+    /// A timestamp `nanos` nanoseconds after the origin.
+    #[must_use]
+    pub const fn from_nanos(nanos: u64) -> Self {
+        Timestamp(nanos)
+    }
+
+    /// A timestamp `secs` whole seconds after the origin (saturating).
+    #[must_use]
+    pub const fn from_secs(secs: u64) -> Self {
+        Timestamp(secs.saturating_mul(1_000_000_000))
+    }
+
+    /// Nanoseconds since the origin.
+    #[must_use]
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Whole seconds since the origin (rounded down).
+    #[must_use]
+    pub const fn as_secs(self) -> u64 {
+        self.0 / 1_000_000_000
+    }
+
+    /// The time elapsed from `earlier` to `self`, or zero if `earlier` is later.
+    #[must_use]
+    pub const fn saturating_duration_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// `self + d`, saturating at the largest representable timestamp.
+    #[must_use]
+    pub fn saturating_add(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(duration_to_nanos(d)))
+    }
+}
+
+/// Converts a duration to whole nanoseconds, saturating at `u64::MAX`.
+pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, rhs: Duration) -> Timestamp {
+        self.saturating_add(rhs)
+    }
+}
+
+impl Sub for Timestamp {
+    type Output = Duration;
+    fn sub(self, rhs: Timestamp) -> Duration {
+        self.saturating_duration_since(rhs)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.9}s", self.0 as f64 / 1e9)
+    }
+}
+
+/// A source of monotonic time.
+///
+/// Implementations must never go backwards. The breaker reads the clock at
+/// admission and at settlement of each call (to measure its duration) and
+/// when it rejects (to compute `retry_after`), so keep `now` cheap.
+///
+/// ```
+/// use interlock::{Clock, Timestamp};
+///
+/// /// A clock that is always at the same instant.
+/// #[derive(Debug)]
+/// struct Frozen;
+///
+/// impl Clock for Frozen {
+///     fn now(&self) -> Timestamp {
+///         Timestamp::from_secs(7)
+///     }
+/// }
+///
+/// assert_eq!(Frozen.now().as_secs(), 7);
+/// ```
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
+}
+
+/// The default clock: [`std::time::Instant`], measured from a process-wide
+/// origin taken the first time any `MonotonicClock` is read.
+///
+/// ```
+/// use interlock::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock;
+/// let a = clock.now();
+/// let b = clock.now();
+/// assert!(b >= a);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MonotonicClock;
+
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    #[allow(clippy::disallowed_methods)] // the one place that reads real time
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        let origin = origin();
+        #[allow(clippy::disallowed_methods)] // the one place that reads real time
+        let elapsed = Instant::now().saturating_duration_since(origin);
+        Timestamp(duration_to_nanos(elapsed))
+    }
+}
+
+/// A clock that only moves when told to: for tests, demos and simulations.
+///
+/// Clones share the same time, so a test keeps one handle and gives a clone
+/// to the breaker. It starts at [`Timestamp::ZERO`].
+///
+/// ```
+/// use interlock::{Clock, ManualClock, Timestamp};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let handle = clock.clone();
+/// handle.advance(Duration::from_millis(1500));
+/// assert_eq!(clock.now(), Timestamp::from_nanos(1_500_000_000));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock at [`Timestamp::ZERO`].
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A clock at `start`.
+    #[must_use]
+    pub fn starting_at(start: Timestamp) -> Self {
+        let clock = Self::new();
+        clock.nanos.store(start.0, Ordering::SeqCst);
+        clock
+    }
+
+    /// Moves the clock forward by `by` (saturating).
+    pub fn advance(&self, by: Duration) {
+        let by = duration_to_nanos(by);
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_add(by)));
+    }
+
+    /// Moves the clock to `to`, unless that is in its past (a clock never goes
+    /// backwards): returns whether the clock moved.
+    pub fn set(&self, to: Timestamp) -> bool {
+        self.nanos.fetch_max(to.0, Ordering::SeqCst) < to.0
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        Timestamp(self.nanos.load(Ordering::SeqCst))
+    }
+}
+
+/// The clock a breaker holds: the two built-in clocks are dispatched without
+/// a virtual call, anything else through `Arc<dyn Clock>`.
+#[derive(Clone, Debug)]
+pub(crate) enum ClockHandle {
+    Monotonic,
+    Manual(ManualClock),
+    Custom(Arc<dyn Clock>),
+}
+
+impl ClockHandle {
+    pub(crate) fn from_clock<C: Clock>(clock: C) -> Self {
+        let any: &dyn std::any::Any = &clock;
+        if any.is::<MonotonicClock>() {
+            ClockHandle::Monotonic
+        } else if let Some(manual) = any.downcast_ref::<ManualClock>() {
+            ClockHandle::Manual(manual.clone())
+        } else if let Some(handle) = any.downcast_ref::<ClockHandle>() {
+            handle.clone()
+        } else {
+            ClockHandle::Custom(Arc::new(clock))
+        }
+    }
+
+    #[inline]
+    pub(crate) fn now(&self) -> Timestamp {
+        match self {
+            ClockHandle::Monotonic => MonotonicClock.now(),
+            ClockHandle::Manual(m) => m.now(),
+            ClockHandle::Custom(c) => c.now(),
+        }
+    }
+}
+
+impl Default for ClockHandle {
+    fn default() -> Self {
+        ClockHandle::Monotonic
+    }
+}
+
+impl Clock for ClockHandle {
+    fn now(&self) -> Timestamp {
+        ClockHandle::now(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_is_shared_between_clones_and_never_goes_back() {
+        let a = ManualClock::new();
+        let b = a.clone();
+        a.advance(Duration::from_secs(3));
+        assert_eq!(b.now(), Timestamp::from_secs(3));
+        assert!(!b.set(Timestamp::from_secs(1)));
+        assert_eq!(a.now(), Timestamp::from_secs(3));
+        assert!(b.set(Timestamp::from_secs(5)));
+        assert_eq!(a.now(), Timestamp::from_secs(5));
+    }
+
+    #[test]
+    fn handle_recognises_builtin_clocks() {
+        let manual = ManualClock::new();
+        let h = ClockHandle::from_clock(manual.clone());
+        assert!(matches!(h, ClockHandle::Manual(_)));
+        manual.advance(Duration::from_secs(1));
+        assert_eq!(h.now(), Timestamp::from_secs(1));
+        assert!(matches!(ClockHandle::from_clock(MonotonicClock), ClockHandle::Monotonic));
+        #[derive(Debug)]
+        struct Fixed;
+        impl Clock for Fixed {
+            fn now(&self) -> Timestamp {
+                Timestamp::from_nanos(42)
+            }
+        }
+        let h = ClockHandle::from_clock(Fixed);
+        assert_eq!(h.now(), Timestamp::from_nanos(42));
+        let h2 = ClockHandle::from_clock(h.clone());
+        assert!(matches!(h2, ClockHandle::Custom(_)));
+    }
+
+    #[test]
+    fn timestamp_arithmetic_saturates() {
+        let t = Timestamp::from_nanos(u64::MAX - 1);
+        assert_eq!((t + Duration::from_secs(1)).as_nanos(), u64::MAX);
+        assert_eq!(Timestamp::ZERO - t, Duration::ZERO);
+        assert_eq!(Timestamp::from_secs(3).as_secs(), 3);
+        assert_eq!(Timestamp::from_secs(2).to_string(), "2.000000000s");
+    }
+}

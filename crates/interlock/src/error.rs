@@ -1,0 +1,314 @@
+//! Error types: rejections, call errors and configuration errors.
+
+use std::borrow::Cow;
+use std::error::Error;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::machine::State;
+
+/// An invalid configuration, naming the field at fault.
+///
+/// Returned by every `build()` of the crate; nothing is validated later.
+///
+/// ```
+/// use interlock::Config;
+///
+/// let err = Config::builder().max_concurrent_probes(0).build().unwrap_err();
+/// assert_eq!(err.field(), "max_concurrent_probes");
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid max_concurrent_probes: must be in [1, permitted_calls_in_half_open = 10], got 0"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    reason: Cow<'static, str>,
+}
+
+impl ConfigError {
+    /// An error for `field`, explained by `reason`.
+    #[must_use]
+    pub fn new(field: &'static str, reason: impl Into<Cow<'static, str>>) -> Self {
+        ConfigError { field, reason: reason.into() }
+    }
+
+    /// The name of the invalid field, as spelled in the builder.
+    #[must_use]
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// Why the value was rejected.
+    #[must_use]
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: {}", self.field, self.reason)
+    }
+}
+
+impl Error for ConfigError {}
+
+/// The most recent error a breaker judged a failure (R11.3), kept as its
+/// type name and message so it can travel in a `Send + Sync + Clone`
+/// rejection whatever the caller's error type.
+///
+/// ```
+/// use interlock::{CallError, CircuitBreaker, Config, SlidingWindow};
+///
+/// let breaker = CircuitBreaker::builder("db")
+///     .config(Config::builder().minimum_number_of_calls(1).sliding_window(SlidingWindow::count(1)).build()?)
+///     .build()?;
+/// let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("connection refused")));
+/// let Err(CallError::Rejected(open)) = breaker.call(|| Ok::<_, std::io::Error>(())) else { panic!() };
+/// let last = open.last_failure().unwrap();
+/// assert_eq!(last.message(), "connection refused");
+/// assert_eq!(last.type_name(), "std::io::error::Error");
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct LastFailure(Arc<LastFailureInner>);
+
+#[derive(PartialEq, Eq)]
+struct LastFailureInner {
+    type_name: &'static str,
+    message: Box<str>,
+}
+
+impl LastFailure {
+    pub(crate) fn new(type_name: &'static str, message: String) -> Self {
+        LastFailure(Arc::new(LastFailureInner { type_name, message: message.into_boxed_str() }))
+    }
+
+    pub(crate) fn same_as(&self, type_name: &'static str, message: &str) -> bool {
+        self.0.type_name == type_name && &*self.0.message == message
+    }
+
+    /// The error's `Display` text.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// The Rust type name of the error ([`std::any::type_name`]).
+    #[must_use]
+    pub fn type_name(&self) -> &'static str {
+        self.0.type_name
+    }
+}
+
+impl fmt::Debug for LastFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LastFailure")
+            .field("type_name", &self.0.type_name)
+            .field("message", &self.0.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for LastFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl Error for LastFailure {}
+
+/// What a breaker and its rejections share: its name and last failure.
+#[derive(Debug)]
+pub(crate) struct Identity {
+    pub(crate) name: Box<str>,
+    pub(crate) last_failure: Mutex<Option<LastFailure>>,
+}
+
+impl Identity {
+    pub(crate) fn new(name: &str) -> Self {
+        Identity { name: name.into(), last_failure: Mutex::new(None) }
+    }
+
+    pub(crate) fn last_failure(&self) -> Option<LastFailure> {
+        self.last_failure.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn set_last_failure(&self, failure: Option<LastFailure>) {
+        *self.last_failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+    }
+}
+
+/// A call rejected by an open breaker, before it ran (R6.4).
+///
+/// Cheap to clone, `Send + Sync`, and it keeps no borrow of the breaker.
+///
+/// ```
+/// use interlock::{CallError, CircuitBreaker, State};
+///
+/// let breaker = CircuitBreaker::new("payments");
+/// breaker.force_open();
+/// match breaker.call(|| Ok::<_, std::io::Error>(1)) {
+///     Err(CallError::Rejected(open)) => {
+///         assert_eq!(open.breaker_name(), "payments");
+///         assert_eq!(open.state(), State::ForcedOpen);
+///         assert_eq!(open.retry_after(), None); // no estimate after force_open
+///         assert_eq!(open.to_string(), "circuit 'payments' is open");
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// ```
+#[derive(Clone)]
+pub struct CircuitOpenError {
+    identity: Arc<Identity>,
+    state: State,
+    retry_after: Option<Duration>,
+}
+
+impl CircuitOpenError {
+    pub(crate) fn new(identity: Arc<Identity>, state: State, retry_after: Option<Duration>) -> Self {
+        CircuitOpenError { identity, state, retry_after }
+    }
+
+    /// The name of the breaker that rejected the call.
+    #[must_use]
+    pub fn breaker_name(&self) -> &str {
+        &self.identity.name
+    }
+
+    /// The state that rejected the call: OPEN, HALF_OPEN (probe caps reached)
+    /// or FORCED_OPEN.
+    #[must_use]
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// How long until the breaker admits a probe: `Some` only for a rejection
+    /// in OPEN, and zero once the wait has elapsed; `None` in HALF_OPEN and
+    /// FORCED_OPEN (R6.2).
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The breaker's most recent failure (R11.3), read when you ask: `None`
+    /// if there was none or the breaker has been `reset()` since.
+    #[must_use]
+    pub fn last_failure(&self) -> Option<LastFailure> {
+        self.identity.last_failure()
+    }
+}
+
+impl fmt::Debug for CircuitOpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitOpenError")
+            .field("breaker_name", &self.breaker_name())
+            .field("state", &self.state)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for CircuitOpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "circuit '{}' is open", self.breaker_name())?;
+        if let Some(after) = self.retry_after {
+            write!(f, "; retry in ~{:.3}s", after.as_secs_f64())?;
+        }
+        Ok(())
+    }
+}
+
+impl Error for CircuitOpenError {}
+
+impl PartialEq for CircuitOpenError {
+    fn eq(&self, other: &Self) -> bool {
+        self.breaker_name() == other.breaker_name()
+            && self.state == other.state
+            && self.retry_after == other.retry_after
+    }
+}
+
+/// The result of a guarded call that did not succeed: either the breaker
+/// rejected it, or the call ran and returned its own error.
+///
+/// `Display` and `source()` are those of the wrapped error (transparent).
+///
+/// ```
+/// use interlock::{CallError, CircuitBreaker};
+///
+/// let breaker = CircuitBreaker::new("svc");
+/// let r = breaker.call(|| Err::<(), _>(std::io::Error::other("boom")));
+/// let err = r.unwrap_err();
+/// assert!(!err.is_rejected());
+/// assert_eq!(err.to_string(), "boom");
+/// assert_eq!(err.into_inner().unwrap().to_string(), "boom");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError<E> {
+    /// The breaker rejected the call; it did not run.
+    Rejected(CircuitOpenError),
+    /// The call ran and failed with its own error.
+    Inner(E),
+}
+
+impl<E> CallError<E> {
+    /// Whether the breaker rejected the call.
+    #[must_use]
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, CallError::Rejected(_))
+    }
+
+    /// The rejection, if this is one.
+    #[must_use]
+    pub fn rejected(&self) -> Option<&CircuitOpenError> {
+        match self {
+            CallError::Rejected(open) => Some(open),
+            CallError::Inner(_) => None,
+        }
+    }
+
+    /// The call's own error, if it ran.
+    #[must_use]
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            CallError::Rejected(_) => None,
+            CallError::Inner(e) => Some(e),
+        }
+    }
+
+    /// Maps the call's own error, keeping a rejection as it is.
+    pub fn map_inner<F, G: FnOnce(E) -> F>(self, f: G) -> CallError<F> {
+        match self {
+            CallError::Rejected(open) => CallError::Rejected(open),
+            CallError::Inner(e) => CallError::Inner(f(e)),
+        }
+    }
+}
+
+impl<E> From<CircuitOpenError> for CallError<E> {
+    fn from(open: CircuitOpenError) -> Self {
+        CallError::Rejected(open)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Rejected(open) => fmt::Display::fmt(open, f),
+            CallError::Inner(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E: Error> Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CallError::Rejected(open) => open.source(),
+            CallError::Inner(e) => e.source(),
+        }
+    }
+}

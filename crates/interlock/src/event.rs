@@ -1,0 +1,345 @@
+//! Events and listeners: everything a breaker does, reported as it happens.
+//!
+//! A listener is any `Fn(&Event<'_>) + Send + Sync` closure or a type that
+//! implements [`EventListener`]. Listeners run outside every lock of the
+//! breaker; a listener that panics is caught, logged and ignored, so
+//! observability can never break the protected call (ruling D5).
+
+use std::error::Error;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::machine::{Outcome, State};
+
+/// Something a breaker (or a pipeline strategy) did.
+///
+/// Core and storage events carry the breaker's name as `breaker`; pipeline
+/// events carry the strategy's name as `name`. New variants and fields may
+/// be added in minor releases, so match with `..` and a wildcard arm.
+///
+/// ```
+/// use interlock::{Event, State};
+///
+/// fn describe(event: &Event<'_>) -> String {
+///     match event {
+///         Event::StateChanged { breaker, from, to, .. } => format!("{breaker}: {from} -> {to}"),
+///         other => other.to_string(),
+///     }
+/// }
+/// ```
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// The effective state changed (R13.5).
+    #[non_exhaustive]
+    StateChanged {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// The state before.
+        from: State,
+        /// The state after.
+        to: State,
+    },
+    /// An admitted call settled, in any state, stale ones included (R8.8).
+    /// Cancelled calls report nothing (R4.5).
+    #[non_exhaustive]
+    CallRecorded {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// How the call was counted.
+        outcome: Outcome,
+        /// How long it ran, on the breaker's clock.
+        duration: Duration,
+    },
+    /// A call was rejected before it ran.
+    #[non_exhaustive]
+    CallRejected {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// The state that rejected it.
+        state: State,
+    },
+    /// An operator called `reset()` (always emitted, after any state change).
+    #[non_exhaustive]
+    Reset {
+        /// The breaker's name.
+        breaker: &'a str,
+    },
+    /// The shared storage failed; the breaker falls back to local state.
+    #[non_exhaustive]
+    StorageDegraded {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// The storage error that started the outage.
+        error: &'a (dyn Error + 'static),
+    },
+    /// The shared storage answered again after an outage.
+    #[non_exhaustive]
+    StorageRecovered {
+        /// The breaker's name.
+        breaker: &'a str,
+    },
+    /// A write to the shared storage was dropped because its queue was full.
+    #[non_exhaustive]
+    StorageWriteDropped {
+        /// The breaker's name.
+        breaker: &'a str,
+    },
+    /// A retry strategy will try again after `delay`.
+    #[non_exhaustive]
+    RetryScheduled {
+        /// The strategy's name.
+        name: &'a str,
+        /// The attempt about to be made (the first retry is attempt 2).
+        attempt: u32,
+        /// How long it waits first.
+        delay: Duration,
+    },
+    /// A bulkhead had no free slot.
+    #[non_exhaustive]
+    BulkheadRejected {
+        /// The strategy's name.
+        name: &'a str,
+    },
+    /// A fallback substituted a value for an error.
+    #[non_exhaustive]
+    FallbackUsed {
+        /// The strategy's name.
+        name: &'a str,
+        /// The error it replaced.
+        error: &'a (dyn Error + 'static),
+    },
+}
+
+impl<'a> Event<'a> {
+    /// The breaker's name (core and storage events) or the strategy's name
+    /// (pipeline events).
+    #[must_use]
+    pub fn name(&self) -> &'a str {
+        match *self {
+            Event::StateChanged { breaker, .. }
+            | Event::CallRecorded { breaker, .. }
+            | Event::CallRejected { breaker, .. }
+            | Event::Reset { breaker }
+            | Event::StorageDegraded { breaker, .. }
+            | Event::StorageRecovered { breaker }
+            | Event::StorageWriteDropped { breaker } => breaker,
+            Event::RetryScheduled { name, .. }
+            | Event::BulkheadRejected { name }
+            | Event::FallbackUsed { name, .. } => name,
+        }
+    }
+
+    /// A stable snake_case identifier of the kind of event
+    /// (`"state_changed"`, `"call_recorded"`, ...).
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::StateChanged { .. } => "state_changed",
+            Event::CallRecorded { .. } => "call_recorded",
+            Event::CallRejected { .. } => "call_rejected",
+            Event::Reset { .. } => "reset",
+            Event::StorageDegraded { .. } => "storage_degraded",
+            Event::StorageRecovered { .. } => "storage_recovered",
+            Event::StorageWriteDropped { .. } => "storage_write_dropped",
+            Event::RetryScheduled { .. } => "retry_scheduled",
+            Event::BulkheadRejected { .. } => "bulkhead_rejected",
+            Event::FallbackUsed { .. } => "fallback_used",
+        }
+    }
+
+    pub(crate) fn state_changed(breaker: &'a str, from: State, to: State) -> Self {
+        Event::StateChanged { breaker, from, to }
+    }
+
+    pub(crate) fn call_recorded(breaker: &'a str, outcome: Outcome, duration: Duration) -> Self {
+        Event::CallRecorded { breaker, outcome, duration }
+    }
+}
+
+impl fmt::Display for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::StateChanged { breaker, from, to } => {
+                write!(f, "{breaker}: state {from} -> {to}")
+            }
+            Event::CallRecorded { breaker, outcome, duration } => {
+                write!(f, "{breaker}: recorded {outcome} ({:.3}s)", duration.as_secs_f64())
+            }
+            Event::CallRejected { breaker, state } => {
+                write!(f, "{breaker}: call rejected ({state})")
+            }
+            Event::Reset { breaker } => write!(f, "{breaker}: reset"),
+            Event::StorageDegraded { breaker, error } => {
+                write!(f, "{breaker}: storage degraded: {error}")
+            }
+            Event::StorageRecovered { breaker } => write!(f, "{breaker}: storage recovered"),
+            Event::StorageWriteDropped { breaker } => {
+                write!(f, "{breaker}: storage write dropped, queue full")
+            }
+            Event::RetryScheduled { name, attempt, delay } => {
+                write!(f, "{name}: retry attempt {attempt} in {:.3}s", delay.as_secs_f64())
+            }
+            Event::BulkheadRejected { name } => write!(f, "{name}: bulkhead full"),
+            Event::FallbackUsed { name, error } => write!(f, "{name}: fallback used for: {error}"),
+        }
+    }
+}
+
+/// Receives every [`Event`] of the breakers (or strategies) it is given to.
+///
+/// Implemented for every `Fn(&Event<'_>) + Send + Sync + 'static`, so a
+/// closure is a listener.
+///
+/// ```
+/// use interlock::{CircuitBreaker, Event, EventListener};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// #[derive(Default)]
+/// struct Rejections(AtomicUsize);
+///
+/// impl EventListener for Rejections {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::CallRejected { .. } = event {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// let counter = Arc::new(Rejections::default());
+/// let breaker = CircuitBreaker::builder("svc").listener(counter.clone()).build()?;
+/// breaker.force_open();
+/// let _ = breaker.call(|| Ok::<_, std::io::Error>(()));
+/// assert_eq!(counter.0.load(Ordering::Relaxed), 1);
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+pub trait EventListener: Send + Sync + 'static {
+    /// Called for every event, outside the breaker's locks, on the thread
+    /// that caused it (the timer or storage thread for background events).
+    fn on_event(&self, event: &Event<'_>);
+}
+
+impl<F> EventListener for F
+where
+    F: Fn(&Event<'_>) + Send + Sync + 'static,
+{
+    fn on_event(&self, event: &Event<'_>) {
+        self(event)
+    }
+}
+
+impl<L: EventListener + ?Sized> EventListener for Arc<L> {
+    fn on_event(&self, event: &Event<'_>) {
+        (**self).on_event(event)
+    }
+}
+
+/// Sends every event to several listeners, each isolated from the others'
+/// panics.
+///
+/// ```
+/// use interlock::{Event, FanOut};
+/// use std::sync::{Arc, Mutex};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let seen2 = seen.clone();
+/// let fan_out = FanOut::new()
+///     .with(|_: &Event<'_>| panic!("a buggy exporter"))
+///     .with(move |e: &Event<'_>| seen2.lock().unwrap().push(e.kind()));
+/// let breaker = interlock::CircuitBreaker::builder("svc").listener(fan_out).build()?;
+/// breaker.reset();
+/// assert_eq!(*seen.lock().unwrap(), ["reset"]);
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct FanOut {
+    listeners: Vec<Arc<dyn EventListener>>,
+}
+
+impl FanOut {
+    /// A fan-out with no listeners.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a listener.
+    #[must_use]
+    pub fn with(mut self, listener: impl EventListener) -> Self {
+        self.push(listener);
+        self
+    }
+
+    /// Adds a listener.
+    pub fn push(&mut self, listener: impl EventListener) {
+        self.listeners.push(into_arc(listener));
+    }
+
+    /// How many listeners it holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// Whether it holds none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.listeners.is_empty()
+    }
+}
+
+impl fmt::Debug for FanOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FanOut").field("listeners", &self.listeners.len()).finish()
+    }
+}
+
+impl EventListener for FanOut {
+    fn on_event(&self, event: &Event<'_>) {
+        emit(&self.listeners, event);
+    }
+}
+
+/// Boxes a listener once, reusing an existing `Arc<dyn EventListener>`.
+pub(crate) fn into_arc(listener: impl EventListener) -> Arc<dyn EventListener> {
+    let mut slot = Some(listener);
+    let any: &mut dyn std::any::Any = &mut slot;
+    if let Some(arc) = any.downcast_mut::<Option<Arc<dyn EventListener>>>() {
+        if let Some(arc) = arc.take() {
+            return arc;
+        }
+    }
+    match slot {
+        Some(listener) => Arc::new(listener),
+        None => Arc::new(|_: &Event<'_>| {}),
+    }
+}
+
+/// Delivers `event` to each listener, catching and logging panics (D5).
+pub(crate) fn emit(listeners: &[Arc<dyn EventListener>], event: &Event<'_>) {
+    for listener in listeners {
+        if catch_unwind(AssertUnwindSafe(|| listener.on_event(event))).is_err() {
+            report_listener_panic(event);
+        }
+    }
+}
+
+#[cold]
+fn report_listener_panic(event: &Event<'_>) {
+    #[cfg(feature = "tracing")]
+    tracing::error!(
+        target: "interlock",
+        name = event.name(),
+        event = event.kind(),
+        "an event listener panicked; the panic was caught and ignored"
+    );
+    #[cfg(not(feature = "tracing"))]
+    eprintln!(
+        "interlock: an event listener panicked on a {} event of {:?}; the panic was caught and ignored",
+        event.kind(),
+        event.name()
+    );
+}

@@ -1,0 +1,85 @@
+//! A circuit breaker that trips on a failure rate over a sliding window.
+//!
+//! `interlock` guards calls to a dependency. While the dependency is
+//! healthy every call goes through and its outcome is counted in a
+//! count- or time-based sliding window; once the failure rate (or the rate
+//! of slow calls) crosses its threshold, the breaker **opens** and rejects
+//! calls at once, giving the dependency time to recover. After a wait, a
+//! bounded round of **probe** calls decides whether to close again.
+//!
+//! ```
+//! use interlock::{CallError, CircuitBreaker, Config, ManualClock, SlidingWindow, State};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let breaker = CircuitBreaker::builder("payments")
+//!     .config(
+//!         Config::builder()
+//!             .minimum_number_of_calls(4)
+//!             .sliding_window(SlidingWindow::count(4))
+//!             .wait_duration_in_open(Duration::from_secs(1))
+//!             .permitted_calls_in_half_open(2)
+//!             .build()?,
+//!     )
+//!     .clock(clock.clone())
+//!     .build()?;
+//!
+//! for healthy in [true, true, false, false] {
+//!     let _ = breaker.call(|| if healthy { Ok(()) } else { Err(std::io::Error::other("503")) });
+//! }
+//! assert_eq!(breaker.state(), State::Open); // 2 failures of 4 = 50%
+//! assert!(matches!(breaker.call(|| Ok::<_, std::io::Error>(())), Err(CallError::Rejected(_))));
+//!
+//! clock.advance(Duration::from_secs(1));
+//! for _ in 0..2 {
+//!     breaker.call(|| Ok::<_, std::io::Error>(())).unwrap(); // two passing probes
+//! }
+//! assert_eq!(breaker.state(), State::Closed);
+//! # Ok::<(), interlock::ConfigError>(())
+//! ```
+//!
+//! # Features
+//!
+//! | feature   | what it adds                                              |
+//! |-----------|-----------------------------------------------------------|
+//! | `tracing` | [`LoggingEventListener`], reporting events via `tracing`  |
+//! | `full`    | every feature above                                       |
+//!
+//! No feature is on by default, and without features the crate has no
+//! dependencies.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.85. Raising it is a minor-version change.
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
+
+mod breaker;
+mod classify;
+mod clock;
+mod config;
+mod error;
+mod event;
+#[cfg(feature = "tracing")]
+mod logging;
+mod machine;
+mod policy;
+mod registry;
+mod window;
+
+pub use breaker::{CircuitBreaker, CircuitBreakerBuilder, Permit};
+pub use classify::Verdict;
+pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
+pub use config::{Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, SlidingWindow};
+pub use error::{CallError, CircuitOpenError, ConfigError, LastFailure};
+pub use event::{Event, EventListener, FanOut};
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub use logging::LoggingEventListener;
+pub use machine::{
+    Admission, Machine, Outcome, ParseStateError, ProbeCounters, Refusal, State, Transition,
+};
+pub use policy::{HalfOpenPolicy, TripPolicy};
+pub use registry::{Registry, RegistryBuilder};
+pub use window::Snapshot;

@@ -1,0 +1,584 @@
+//! The pure state machine: no clock reads, no locks, no I/O.
+//!
+//! Time is an argument and every transition is a returned value, so the
+//! machine can be driven step by step in tests and simulations, and
+//! [`CircuitBreaker`](crate::CircuitBreaker) only has to lock, call, unlock
+//! and then publish what came back.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::policy::{HalfOpenPolicy, TripPolicy};
+use crate::window::{CountWindow, Snapshot, TimeWindow, Window, rate};
+use crate::SlidingWindow;
+
+/// The six states of a breaker (R1.1).
+///
+/// `Display` and [`as_str`](Self::as_str) give the stable lowercase
+/// identifiers, which [`FromStr`] parses back.
+///
+/// ```
+/// use interlock::State;
+///
+/// assert_eq!(State::HalfOpen.to_string(), "half_open");
+/// assert_eq!("forced_open".parse::<State>(), Ok(State::ForcedOpen));
+/// assert!(State::ForcedOpen.is_override());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum State {
+    /// Traffic flows and outcomes are counted.
+    Closed,
+    /// Calls are rejected until the open wait elapses.
+    Open,
+    /// A bounded round of probe calls decides whether to close or re-open.
+    HalfOpen,
+    /// Operator override: reject everything until [`reset`](crate::CircuitBreaker::reset).
+    ForcedOpen,
+    /// Operator override: admit everything, count nothing, never trip.
+    Disabled,
+    /// Operator override: admit everything, count outcomes, never trip.
+    MetricsOnly,
+}
+
+impl State {
+    /// All six states, in declaration order.
+    pub const ALL: [State; 6] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::Disabled,
+        State::MetricsOnly,
+    ];
+
+    /// The stable lowercase identifier (`"closed"`, `"half_open"`, ...).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::ForcedOpen => "forced_open",
+            State::Disabled => "disabled",
+            State::MetricsOnly => "metrics_only",
+        }
+    }
+
+    /// Whether this is one of the three operator overrides.
+    #[must_use]
+    pub const fn is_override(self) -> bool {
+        matches!(self, State::ForcedOpen | State::Disabled | State::MetricsOnly)
+    }
+
+    /// Whether a breaker in this state admits every call.
+    #[must_use]
+    pub const fn admits_all(self) -> bool {
+        matches!(self, State::Closed | State::Disabled | State::MetricsOnly)
+    }
+
+    /// A state a breaker may be built in (R3.1): everything but OPEN and
+    /// HALF_OPEN, which need timing and probe history.
+    #[must_use]
+    pub const fn is_valid_initial(self) -> bool {
+        !matches!(self, State::Open | State::HalfOpen)
+    }
+
+    pub(crate) const fn to_bits(self) -> u64 {
+        self as u64
+    }
+
+    pub(crate) const fn from_bits(bits: u64) -> State {
+        match bits & 7 {
+            0 => State::Closed,
+            1 => State::Open,
+            2 => State::HalfOpen,
+            3 => State::ForcedOpen,
+            4 => State::Disabled,
+            _ => State::MetricsOnly,
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing an unknown state identifier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseStateError(String);
+
+impl fmt::Display for ParseStateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown breaker state {:?}", self.0)
+    }
+}
+
+impl std::error::Error for ParseStateError {}
+
+impl FromStr for State {
+    type Err = ParseStateError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        State::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| ParseStateError(s.to_owned()))
+    }
+}
+
+/// How one settled call is counted (R1.2).
+///
+/// ```
+/// use interlock::Outcome;
+///
+/// let o = Outcome::from_flags(true, true);
+/// assert_eq!(o, Outcome::SlowFailure);
+/// assert!(o.is_failure() && o.is_slow());
+/// assert_eq!(o.to_string(), "slow_failure");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Succeeded in time.
+    Success,
+    /// Failed in time.
+    Failure,
+    /// Succeeded, but took at least the slow-call threshold.
+    SlowSuccess,
+    /// Failed, and took at least the slow-call threshold.
+    SlowFailure,
+}
+
+impl Outcome {
+    /// The outcome for a (failed, slow) pair.
+    #[must_use]
+    pub const fn from_flags(failure: bool, slow: bool) -> Self {
+        match (failure, slow) {
+            (false, false) => Outcome::Success,
+            (true, false) => Outcome::Failure,
+            (false, true) => Outcome::SlowSuccess,
+            (true, true) => Outcome::SlowFailure,
+        }
+    }
+
+    /// `Failure` or `SlowFailure`.
+    #[must_use]
+    pub const fn is_failure(self) -> bool {
+        matches!(self, Outcome::Failure | Outcome::SlowFailure)
+    }
+
+    /// `SlowSuccess` or `SlowFailure`.
+    #[must_use]
+    pub const fn is_slow(self) -> bool {
+        matches!(self, Outcome::SlowSuccess | Outcome::SlowFailure)
+    }
+
+    /// The stable lowercase identifier (`"slow_success"`, ...).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+            Outcome::SlowSuccess => "slow_success",
+            Outcome::SlowFailure => "slow_failure",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A change of state, returned by the machine for its owner to publish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transition {
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+}
+
+/// A call let through by [`Machine::try_acquire`]; hand it back to
+/// [`Machine::record`] or [`Machine::release`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Admission {
+    /// The machine's generation when the call was admitted (R8.8).
+    pub generation: u64,
+    /// Whether the call is a HALF_OPEN probe.
+    pub probe: bool,
+}
+
+/// A call turned away by [`Machine::try_acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Refusal {
+    /// The state that refused.
+    pub state: State,
+    /// How long until a probe may be admitted: only in OPEN (R6.2).
+    pub retry_after: Option<Duration>,
+}
+
+/// The probe accounting of the current HALF_OPEN round (R8).
+///
+/// Meaningful only in HALF_OPEN; it may hold the last round's figures in
+/// OPEN (R8.11).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProbeCounters {
+    /// Probes admitted this round (settled ones included).
+    pub admitted: u32,
+    /// Probes admitted and not yet settled.
+    pub in_flight: u32,
+    /// Probes that gave a verdict.
+    pub completed: u32,
+    /// Verdicts that were failures.
+    pub failures: u32,
+    /// Verdicts that were slow.
+    pub slows: u32,
+    /// Probes that came back inconclusive (R9.4).
+    pub inconclusive: u32,
+}
+
+#[derive(Clone, Debug)]
+enum TripState {
+    Rate,
+}
+
+impl TripState {
+    fn new(policy: TripPolicy) -> Self {
+        match policy {
+            TripPolicy::FailureRate => TripState::Rate,
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            TripState::Rate => {}
+        }
+    }
+}
+
+/// The breaker's state machine (§6–§12 of the behaviour spec).
+///
+/// ```
+/// use interlock::{Config, Machine, Outcome, State, Timestamp};
+/// use std::time::Duration;
+///
+/// let config = Config::builder().minimum_number_of_calls(2).sliding_window(interlock::SlidingWindow::count(2)).build()?;
+/// let mut m = Machine::new(config, State::Closed)?;
+/// let t0 = Timestamp::ZERO;
+/// for _ in 0..2 {
+///     let (admission, _) = m.try_acquire(t0).unwrap();
+///     m.record(t0, admission, Outcome::Failure, false);
+/// }
+/// assert_eq!(m.state(), State::Open);
+/// let refused = m.try_acquire(t0 + Duration::from_secs(1)).unwrap_err();
+/// assert_eq!(refused.retry_after, Some(Duration::from_secs(59)));
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Machine {
+    config: Config,
+    state: State,
+    generation: u64,
+    opened_at: Timestamp,
+    open_wait: Duration,
+    failed_rounds: u32,
+    round: ProbeCounters,
+    window: Window,
+    trip: TripState,
+}
+
+impl Machine {
+    /// A machine in `initial` state with an empty window (R3).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for `initial_state` when `initial` is OPEN or
+    /// HALF_OPEN (R3.1).
+    pub fn new(config: Config, initial: State) -> Result<Self, ConfigError> {
+        if !initial.is_valid_initial() {
+            return Err(ConfigError::new(
+                "initial_state",
+                format!(
+                    "must be one of closed, forced_open, disabled, metrics_only; got {initial}"
+                ),
+            ));
+        }
+        let window = match config.sliding_window {
+            SlidingWindow::Count(n) => Window::Count(CountWindow::new(n)),
+            SlidingWindow::Time(n) => Window::Time(TimeWindow::new(n)),
+        };
+        Ok(Machine {
+            open_wait: config.wait_duration_in_open,
+            trip: TripState::new(config.trip_policy),
+            config,
+            state: initial,
+            generation: 0,
+            opened_at: Timestamp::ZERO,
+            failed_rounds: 0,
+            round: ProbeCounters::default(),
+            window,
+        })
+    }
+
+    /// The current state.
+    #[must_use]
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The generation: bumped by every transition and override, never repeated (R8.8).
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The config the machine was built with.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// When the current (or last) OPEN period began.
+    #[must_use]
+    pub fn opened_at(&self) -> Timestamp {
+        self.opened_at
+    }
+
+    /// The wait of the current (or last) OPEN period, backoff included (R10).
+    #[must_use]
+    pub fn open_wait(&self) -> Duration {
+        self.open_wait
+    }
+
+    /// When the current OPEN period's wait elapses.
+    #[must_use]
+    pub fn open_until(&self) -> Timestamp {
+        self.opened_at.saturating_add(self.open_wait)
+    }
+
+    /// Consecutive failed probe rounds, the backoff exponent (R10.1).
+    #[must_use]
+    pub fn failed_rounds(&self) -> u32 {
+        self.failed_rounds
+    }
+
+    /// The current round's probe accounting.
+    #[must_use]
+    pub fn probes(&self) -> ProbeCounters {
+        self.round
+    }
+
+    /// The window's totals at `now` (a time window drains as time passes).
+    pub fn snapshot(&mut self, now: Timestamp) -> Snapshot {
+        self.window.snapshot(now)
+    }
+
+    /// How long until a probe may be admitted: `Some` only in OPEN, and zero
+    /// once the wait has elapsed (R6.2).
+    #[must_use]
+    pub fn retry_after(&self, now: Timestamp) -> Option<Duration> {
+        (self.state == State::Open).then(|| self.open_until().saturating_duration_since(now))
+    }
+
+    /// Admits or refuses a call (R6).
+    ///
+    /// In OPEN with the wait elapsed (inclusive) the machine moves to
+    /// HALF_OPEN and admits this call as the round's first probe, returning
+    /// that transition with the admission.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] in OPEN before the wait elapses, in FORCED_OPEN, and in
+    /// HALF_OPEN when either probe cap is reached.
+    pub fn try_acquire(
+        &mut self,
+        now: Timestamp,
+    ) -> Result<(Admission, Option<Transition>), Refusal> {
+        match self.state {
+            State::Closed | State::Disabled | State::MetricsOnly => {
+                Ok((Admission { generation: self.generation, probe: false }, None))
+            }
+            State::ForcedOpen => Err(Refusal { state: State::ForcedOpen, retry_after: None }),
+            State::Open => {
+                if now < self.open_until() {
+                    return Err(Refusal {
+                        state: State::Open,
+                        retry_after: Some(self.open_until().saturating_duration_since(now)),
+                    });
+                }
+                let transition = self.enter_half_open();
+                self.admit_probe();
+                Ok((Admission { generation: self.generation, probe: true }, Some(transition)))
+            }
+            State::HalfOpen => {
+                if self.round.in_flight < self.config.max_concurrent_probes
+                    && self.round.admitted < self.config.permitted_calls_in_half_open
+                {
+                    self.admit_probe();
+                    Ok((Admission { generation: self.generation, probe: true }, None))
+                } else {
+                    Err(Refusal { state: State::HalfOpen, retry_after: None })
+                }
+            }
+        }
+    }
+
+    /// Records a settled call's outcome (R7, R8, R9).
+    ///
+    /// `inconclusive` marks a call that never reached the dependency: in
+    /// HALF_OPEN it gives no verdict and hands its slot back; elsewhere it
+    /// counts as `outcome`. An admission of another generation is ignored.
+    pub fn record(
+        &mut self,
+        now: Timestamp,
+        admission: Admission,
+        outcome: Outcome,
+        inconclusive: bool,
+    ) -> Option<Transition> {
+        if admission.generation != self.generation {
+            return None; // R8.8: stale
+        }
+        match self.state {
+            State::Closed => {
+                self.window.record(now, outcome);
+                self.should_trip(now, outcome).then(|| self.open(now, State::Closed))
+            }
+            State::MetricsOnly => {
+                self.window.record(now, outcome);
+                None
+            }
+            State::HalfOpen => self.record_probe(now, outcome, inconclusive),
+            State::Open | State::ForcedOpen | State::Disabled => None, // R8.10
+        }
+    }
+
+    /// Hands back the slot of a call that was cancelled before it settled:
+    /// nothing is recorded (R4.5, R8.9).
+    pub fn release(&mut self, admission: Admission) {
+        if admission.generation == self.generation && self.state == State::HalfOpen {
+            self.round.in_flight = self.round.in_flight.saturating_sub(1);
+            self.round.admitted = self.round.admitted.saturating_sub(1);
+        }
+    }
+
+    /// Back to CLOSED with a fresh window and no backoff (R11.2); returns the
+    /// transition if the state changed. The generation moves in any case.
+    pub fn reset(&mut self) -> Option<Transition> {
+        self.enter_closed()
+    }
+
+    /// Operator override: FORCED_OPEN, DISABLED or METRICS_ONLY (R11.1).
+    /// Any other state is ignored and returns `None`. The generation moves
+    /// even when the state does not.
+    pub fn override_to(&mut self, to: State) -> Option<Transition> {
+        if !to.is_override() {
+            return None;
+        }
+        self.move_to(to)
+    }
+
+    /// The `auto_transition` timer fired for the OPEN period of generation
+    /// `generation` (R12.2): moves to HALF_OPEN without admitting a probe if
+    /// that period is still current and its wait has elapsed.
+    pub fn on_timer(&mut self, now: Timestamp, generation: u64) -> Option<Transition> {
+        if self.state == State::Open && self.generation == generation && now >= self.open_until()
+        {
+            Some(self.enter_half_open())
+        } else {
+            None
+        }
+    }
+
+    fn admit_probe(&mut self) {
+        self.round.admitted += 1;
+        self.round.in_flight += 1;
+    }
+
+    fn should_trip(&mut self, now: Timestamp, _outcome: Outcome) -> bool {
+        let s = self.window.snapshot(now);
+        let gated = s.total_calls >= u64::from(self.config.minimum_number_of_calls);
+        match self.trip {
+            TripState::Rate => {
+                gated
+                    && (s.failure_rate() >= self.config.failure_rate_threshold
+                        || s.slow_call_rate() >= self.config.slow_call_rate_threshold)
+            }
+        }
+    }
+
+    fn record_probe(
+        &mut self,
+        now: Timestamp,
+        outcome: Outcome,
+        inconclusive: bool,
+    ) -> Option<Transition> {
+        let permitted = self.config.permitted_calls_in_half_open;
+        self.round.in_flight = self.round.in_flight.saturating_sub(1);
+        if inconclusive {
+            // R9.3 / R9.4: no verdict, slot back; a round of nothing but
+            // inconclusive probes re-opens without counting as a failed round.
+            self.round.admitted = self.round.admitted.saturating_sub(1);
+            self.round.inconclusive += 1;
+            return (self.round.inconclusive >= permitted).then(|| self.open(now, State::HalfOpen));
+        }
+        self.round.completed += 1;
+        self.round.failures += u32::from(outcome.is_failure());
+        self.round.slows += u32::from(outcome.is_slow());
+        match self.config.half_open_policy {
+            HalfOpenPolicy::ProbeRound => {
+                if self.round.completed < permitted {
+                    return None;
+                }
+                let completed = u64::from(self.round.completed);
+                let failed = rate(u64::from(self.round.failures), completed)
+                    >= self.config.failure_rate_threshold
+                    || rate(u64::from(self.round.slows), completed)
+                        >= self.config.slow_call_rate_threshold;
+                if failed {
+                    self.failed_rounds = self.failed_rounds.saturating_add(1);
+                    Some(self.open(now, State::HalfOpen))
+                } else {
+                    self.enter_closed()
+                }
+            }
+        }
+    }
+
+    /// Trip (from CLOSED) or re-open (from HALF_OPEN) at `now` (R7.4, R8.5).
+    fn open(&mut self, now: Timestamp, from: State) -> Transition {
+        debug_assert_eq!(self.state, from);
+        self.opened_at = now;
+        self.open_wait = self.config.open_wait(self.failed_rounds);
+        self.move_to(State::Open).unwrap_or(Transition { from, to: State::Open })
+    }
+
+    fn enter_half_open(&mut self) -> Transition {
+        self.round = ProbeCounters::default();
+        self.move_to(State::HalfOpen).unwrap_or(Transition { from: State::Open, to: State::HalfOpen })
+    }
+
+    fn enter_closed(&mut self) -> Option<Transition> {
+        self.window.clear();
+        self.trip.clear();
+        self.failed_rounds = 0;
+        self.move_to(State::Closed)
+    }
+
+    /// Every transition bumps the generation and resets probe accounting
+    /// (except entering OPEN, which leaves the stale figures, R8.11).
+    fn move_to(&mut self, to: State) -> Option<Transition> {
+        let from = self.state;
+        self.generation += 1;
+        if to != State::Open {
+            self.round = ProbeCounters::default();
+        }
+        self.state = to;
+        (from != to).then_some(Transition { from, to })
+    }
+}

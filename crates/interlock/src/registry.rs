@@ -1,0 +1,374 @@
+//! [`Registry`]: one breaker per name, created on first use (R14).
+//!
+//! Lookups of existing names take no lock: each thread keeps the latest
+//! published name table and checks one atomic epoch to know it is current.
+//! Creation takes the registry's lock, so the same name always yields the
+//! same breaker, even when many threads ask for it first at once.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::breaker::{CircuitBreaker, CircuitBreakerBuilder};
+use crate::classify::{ErrorClassifier, Verdict};
+use crate::clock::{Clock, ClockHandle};
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::event::{EventListener, into_arc};
+use crate::machine::State;
+
+type Table = HashMap<Box<str>, CircuitBreaker>;
+
+/// Creates and caches named breakers that share a config, clock,
+/// classifier, listeners and initial state.
+///
+/// ```
+/// use interlock::{Config, Registry, State};
+///
+/// let registry = Registry::builder()
+///     .config(Config::builder().minimum_number_of_calls(20).build()?)
+///     .initial_state(State::MetricsOnly)
+///     .build()?;
+/// let payments = registry.get("payments");
+/// assert!(payments.ptr_eq(&registry.get("payments")));
+/// assert_eq!(payments.state(), State::MetricsOnly);
+///
+/// let search = registry.get_with_config("search", Config::builder().minimum_number_of_calls(5).build()?)?;
+/// assert_eq!(search.config().minimum_number_of_calls(), 5);
+/// assert_eq!(registry.names(), ["payments", "search"]);
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<RegistryInner>,
+}
+
+struct RegistryInner {
+    id: u64,
+    /// Bumped every time a new table is published.
+    epoch: AtomicU64,
+    /// The table readers copy: every name up to the last publication.
+    published: Mutex<(u64, Arc<Table>)>,
+    all: Mutex<All>,
+    template: Template,
+}
+
+struct All {
+    order: Vec<(Box<str>, CircuitBreaker)>,
+    index: HashMap<Box<str>, usize>,
+    /// Names created since the last publication.
+    unpublished: usize,
+    published_len: usize,
+}
+
+#[derive(Clone)]
+struct Template {
+    config: Config,
+    clock: ClockHandle,
+    listeners: Vec<Arc<dyn EventListener>>,
+    classifier: Option<ErrorClassifier>,
+    initial_state: State,
+}
+
+struct CacheEntry {
+    registry: u64,
+    epoch: u64,
+    table: Arc<Table>,
+}
+
+/// How many registries each thread remembers.
+const THREAD_CACHE_SLOTS: usize = 8;
+
+thread_local! {
+    static CACHE: RefCell<Vec<CacheEntry>> = const { RefCell::new(Vec::new()) };
+}
+
+fn next_registry_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Registry {
+    /// A registry with the default config and no listener.
+    #[must_use]
+    pub fn new() -> Self {
+        Registry::from_template(Template {
+            config: Config::default(),
+            clock: ClockHandle::default(),
+            listeners: Vec::new(),
+            classifier: None,
+            initial_state: State::Closed,
+        })
+    }
+
+    /// A builder for a registry.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder { template: Registry::new().inner.template.clone() }
+    }
+
+    fn from_template(template: Template) -> Self {
+        Registry {
+            inner: Arc::new(RegistryInner {
+                id: next_registry_id(),
+                epoch: AtomicU64::new(0),
+                published: Mutex::new((0, Arc::new(Table::new()))),
+                all: Mutex::new(All {
+                    order: Vec::new(),
+                    index: HashMap::new(),
+                    unpublished: 0,
+                    published_len: 0,
+                }),
+                template,
+            }),
+        }
+    }
+
+    /// The breaker named `name`, created with the registry's config if it
+    /// does not exist yet.
+    ///
+    /// ```
+    /// let registry = interlock::Registry::new();
+    /// let a = registry.get("inventory");
+    /// let b = registry.get("inventory");
+    /// assert!(a.ptr_eq(&b));
+    /// ```
+    #[must_use]
+    pub fn get(&self, name: &str) -> CircuitBreaker {
+        if let Some(b) = self.lookup(name) {
+            return b;
+        }
+        self.create(name, None)
+    }
+
+    /// The breaker named `name`, created with `config` if it does not exist
+    /// yet; an existing breaker keeps its own config (R14.1).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` cannot be used by this registry's
+    /// breakers.
+    pub fn get_with_config(&self, name: &str, config: Config) -> Result<CircuitBreaker, ConfigError> {
+        if let Some(b) = self.lookup(name) {
+            return Ok(b);
+        }
+        Ok(self.create(name, Some(config)))
+    }
+
+    /// The breaker named `name` if it exists; never creates one (R14.3).
+    #[must_use]
+    pub fn get_existing(&self, name: &str) -> Option<CircuitBreaker> {
+        self.lookup(name).or_else(|| {
+            let all = self.all();
+            all.index.get(name).map(|&i| all.order[i].1.clone())
+        })
+    }
+
+    /// The names created so far, in creation order (a point-in-time copy).
+    #[must_use]
+    pub fn names(&self) -> Vec<String> {
+        self.all().order.iter().map(|(name, _)| name.to_string()).collect()
+    }
+
+    /// The breakers created so far, in creation order (a point-in-time copy).
+    #[must_use]
+    pub fn items(&self) -> Vec<(String, CircuitBreaker)> {
+        self.all().order.iter().map(|(name, b)| (name.to_string(), b.clone())).collect()
+    }
+
+    /// How many breakers exist.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.all().order.len()
+    }
+
+    /// Whether no breaker exists yet.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes every breaker created so far (see [`CircuitBreaker::close`]);
+    /// they stay cached, so `get` keeps returning the same instances (R14.4).
+    pub fn close_all(&self) {
+        for (_, breaker) in self.items() {
+            breaker.close();
+        }
+    }
+
+    /// The config new breakers get by default.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.inner.template.config
+    }
+
+    fn all(&self) -> MutexGuard<'_, All> {
+        self.inner.all.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lock-free path: this thread's copy of the published table, if
+    /// it is current.
+    #[inline]
+    fn lookup(&self, name: &str) -> Option<CircuitBreaker> {
+        let inner = &*self.inner;
+        let epoch = inner.epoch.load(Ordering::Acquire);
+        CACHE
+            .try_with(|cache| {
+                let mut cache = cache.try_borrow_mut().ok()?;
+                if let Some(entry) = cache.iter().find(|e| e.registry == inner.id) {
+                    if entry.epoch == epoch {
+                        return Some(entry.table.get(name).cloned());
+                    }
+                }
+                // Stale or absent: take the current table (a short lock,
+                // once per publication per thread).
+                let (epoch, table) = {
+                    let published = inner.published.lock().unwrap_or_else(PoisonError::into_inner);
+                    (published.0, Arc::clone(&published.1))
+                };
+                let found = table.get(name).cloned();
+                match cache.iter_mut().find(|e| e.registry == inner.id) {
+                    Some(entry) => {
+                        entry.epoch = epoch;
+                        entry.table = table;
+                    }
+                    None => {
+                        if cache.len() == THREAD_CACHE_SLOTS {
+                            cache.remove(0);
+                        }
+                        cache.push(CacheEntry { registry: inner.id, epoch, table });
+                    }
+                }
+                Some(found)
+            })
+            .ok()
+            .flatten()
+            .flatten()
+    }
+
+    #[cold]
+    fn create(&self, name: &str, config: Option<Config>) -> CircuitBreaker {
+        let mut all = self.all();
+        if let Some(&i) = all.index.get(name) {
+            let breaker = all.order[i].1.clone();
+            // A name still waiting for publication is served under the lock;
+            // publish now so its readers get the lock-free path.
+            self.publish(&mut all);
+            return breaker;
+        }
+        let t = &self.inner.template;
+        let builder = CircuitBreakerBuilder::shared(
+            name,
+            config.unwrap_or_else(|| t.config.clone()),
+            t.clock.clone(),
+            t.listeners.clone(),
+            t.classifier.clone(),
+            t.initial_state,
+        );
+        let breaker = match builder.build() {
+            Ok(b) => b,
+            // The initial state was validated by `RegistryBuilder::build`.
+            Err(_) => unreachable!("registry templates are validated at build"),
+        };
+        let index = all.order.len();
+        all.order.push((name.into(), breaker.clone()));
+        all.index.insert(name.into(), index);
+        all.unpublished += 1;
+        // Republishing copies the table: do it at once while the table is
+        // small, and once the new names reach a quarter of it otherwise, so
+        // creating n names costs O(n) copies in total.
+        if all.published_len < 64 || all.unpublished * 4 >= all.published_len {
+            self.publish(&mut all);
+        }
+        breaker
+    }
+
+    fn publish(&self, all: &mut All) {
+        if all.unpublished == 0 {
+            return;
+        }
+        let table: Table =
+            all.order.iter().map(|(name, b)| (name.clone(), b.clone())).collect();
+        all.published_len = table.len();
+        all.unpublished = 0;
+        let mut published = self.inner.published.lock().unwrap_or_else(PoisonError::into_inner);
+        published.0 += 1;
+        published.1 = Arc::new(table);
+        self.inner.epoch.store(published.0, Ordering::Release);
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry").field("names", &self.names()).finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Registry`]; every check happens in [`build`](Self::build).
+#[derive(Clone)]
+#[must_use]
+pub struct RegistryBuilder {
+    template: Template,
+}
+
+impl fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryBuilder")
+            .field("config", &self.template.config)
+            .field("initial_state", &self.template.initial_state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegistryBuilder {
+    /// The config of breakers created without one of their own.
+    pub fn config(mut self, config: Config) -> Self {
+        self.template.config = config;
+        self
+    }
+
+    /// The clock every breaker uses.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.template.clock = ClockHandle::from_clock(clock);
+        self
+    }
+
+    /// Adds a listener every breaker reports to.
+    pub fn listener(mut self, listener: impl EventListener) -> Self {
+        self.template.listeners.push(into_arc(listener));
+        self
+    }
+
+    /// The error policy of every breaker (see
+    /// [`CircuitBreakerBuilder::classifier`]).
+    pub fn classifier<C>(mut self, classifier: C) -> Self
+    where
+        C: Fn(&(dyn std::error::Error + 'static)) -> Verdict + Send + Sync + 'static,
+    {
+        self.template.classifier = Some(ErrorClassifier(Arc::new(classifier)));
+        self
+    }
+
+    /// The state every breaker starts in (applied before it is published).
+    pub fn initial_state(mut self, state: State) -> Self {
+        self.template.initial_state = state;
+        self
+    }
+
+    /// Builds the registry.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `initial_state` if it is OPEN or HALF_OPEN (R14.5).
+    pub fn build(self) -> Result<Registry, ConfigError> {
+        crate::machine::Machine::new(self.template.config.clone(), self.template.initial_state)?;
+        Ok(Registry::from_template(self.template))
+    }
+}
