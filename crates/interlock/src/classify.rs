@@ -47,9 +47,10 @@ impl Verdict {
 /// A breaker-wide error policy, applied to the error of every call
 /// classified by default (`call`, `call_async`, `Permit::finish`).
 #[derive(Clone)]
-pub(crate) struct ErrorClassifier(
-    pub(crate) Arc<dyn Fn(&(dyn Error + 'static)) -> Verdict + Send + Sync>,
-);
+pub(crate) struct ErrorClassifier(pub(crate) Arc<ClassifyFn>);
+
+/// The shape of a breaker-wide error policy.
+pub(crate) type ClassifyFn = dyn Fn(&(dyn Error + 'static)) -> Verdict + Send + Sync;
 
 impl ErrorClassifier {
     pub(crate) fn classify(&self, err: &(dyn Error + 'static)) -> Verdict {

@@ -196,7 +196,9 @@ impl ManualClock {
         let by = duration_to_nanos(by);
         let _ = self
             .nanos
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_add(by)));
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_add(by))
+            });
     }
 
     /// Moves the clock to `to`, unless that is in its past (a clock never goes
@@ -215,8 +217,9 @@ impl Clock for ManualClock {
 
 /// The clock a breaker holds: the two built-in clocks are dispatched without
 /// a virtual call, anything else through `Arc<dyn Clock>`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) enum ClockHandle {
+    #[default]
     Monotonic,
     Manual(ManualClock),
     Custom(Arc<dyn Clock>),
@@ -243,12 +246,6 @@ impl ClockHandle {
             ClockHandle::Manual(m) => m.now(),
             ClockHandle::Custom(c) => c.now(),
         }
-    }
-}
-
-impl Default for ClockHandle {
-    fn default() -> Self {
-        ClockHandle::Monotonic
     }
 }
 
@@ -281,7 +278,10 @@ mod tests {
         assert!(matches!(h, ClockHandle::Manual(_)));
         manual.advance(Duration::from_secs(1));
         assert_eq!(h.now(), Timestamp::from_secs(1));
-        assert!(matches!(ClockHandle::from_clock(MonotonicClock), ClockHandle::Monotonic));
+        assert!(matches!(
+            ClockHandle::from_clock(MonotonicClock),
+            ClockHandle::Monotonic
+        ));
         #[derive(Debug)]
         struct Fixed;
         impl Clock for Fixed {

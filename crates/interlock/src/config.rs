@@ -124,9 +124,10 @@ impl Default for Config {
 
 impl Config {
     /// A builder starting from the defaults.
-    #[must_use]
     pub fn builder() -> ConfigBuilder {
-        ConfigBuilder { config: Config::default() }
+        ConfigBuilder {
+            config: Config::default(),
+        }
     }
 
     /// A builder starting from this config, to derive a variant.
@@ -139,9 +140,10 @@ impl Config {
     /// assert_eq!(strict.minimum_number_of_calls(), 5);
     /// # Ok::<(), interlock::ConfigError>(())
     /// ```
-    #[must_use]
     pub fn to_builder(&self) -> ConfigBuilder {
-        ConfigBuilder { config: self.clone() }
+        ConfigBuilder {
+            config: self.clone(),
+        }
     }
 
     /// Trip when the failure rate reaches this fraction, in `(0, 1]` (default 0.5).
@@ -314,13 +316,22 @@ impl ConfigBuilder {
         check_rate("failure_rate_threshold", c.failure_rate_threshold)?;
         check_rate("slow_call_rate_threshold", c.slow_call_rate_threshold)?;
         if c.minimum_number_of_calls == 0 {
-            return Err(ConfigError::new("minimum_number_of_calls", "must be at least 1, got 0"));
+            return Err(ConfigError::new(
+                "minimum_number_of_calls",
+                "must be at least 1, got 0",
+            ));
         }
         if c.slow_call_duration_threshold.is_zero() {
-            return Err(ConfigError::new("slow_call_duration_threshold", "must be greater than zero"));
+            return Err(ConfigError::new(
+                "slow_call_duration_threshold",
+                "must be greater than zero",
+            ));
         }
         if c.wait_duration_in_open.is_zero() {
-            return Err(ConfigError::new("wait_duration_in_open", "must be greater than zero"));
+            return Err(ConfigError::new(
+                "wait_duration_in_open",
+                "must be greater than zero",
+            ));
         }
         let mult = c.wait_duration_backoff_multiplier;
         if mult != 1.0 {
@@ -352,9 +363,13 @@ impl ConfigBuilder {
             }
         }
         if c.permitted_calls_in_half_open == 0 {
-            return Err(ConfigError::new("permitted_calls_in_half_open", "must be at least 1, got 0"));
+            return Err(ConfigError::new(
+                "permitted_calls_in_half_open",
+                "must be at least 1, got 0",
+            ));
         }
-        if c.max_concurrent_probes == 0 || c.max_concurrent_probes > c.permitted_calls_in_half_open {
+        if c.max_concurrent_probes == 0 || c.max_concurrent_probes > c.permitted_calls_in_half_open
+        {
             return Err(ConfigError::new(
                 "max_concurrent_probes",
                 format!(
@@ -393,7 +408,10 @@ fn check_rate(field: &'static str, value: f64) -> Result<(), ConfigError> {
     if value.is_finite() && value > 0.0 && value <= 1.0 {
         Ok(())
     } else {
-        Err(ConfigError::new(field, format!("must be in (0, 1], got {value}")))
+        Err(ConfigError::new(
+            field,
+            format!("must be in (0, 1], got {value}"),
+        ))
     }
 }
 
@@ -428,29 +446,66 @@ mod tests {
         let cases: Vec<(ConfigBuilder, &str)> = vec![
             (b().failure_rate_threshold(0.0), "failure_rate_threshold"),
             (b().failure_rate_threshold(1.0001), "failure_rate_threshold"),
-            (b().failure_rate_threshold(f64::NAN), "failure_rate_threshold"),
+            (
+                b().failure_rate_threshold(f64::NAN),
+                "failure_rate_threshold",
+            ),
             (b().failure_rate_threshold(-0.5), "failure_rate_threshold"),
-            (b().slow_call_rate_threshold(0.0), "slow_call_rate_threshold"),
-            (b().slow_call_rate_threshold(f64::INFINITY), "slow_call_rate_threshold"),
+            (
+                b().slow_call_rate_threshold(0.0),
+                "slow_call_rate_threshold",
+            ),
+            (
+                b().slow_call_rate_threshold(f64::INFINITY),
+                "slow_call_rate_threshold",
+            ),
             (b().minimum_number_of_calls(0), "minimum_number_of_calls"),
-            (b().slow_call_duration_threshold(Duration::ZERO), "slow_call_duration_threshold"),
-            (b().wait_duration_in_open(Duration::ZERO), "wait_duration_in_open"),
-            (b().wait_duration_backoff_multiplier(0.5), "wait_duration_backoff_multiplier"),
-            (b().wait_duration_backoff_multiplier(f64::NAN), "wait_duration_backoff_multiplier"),
-            (b().wait_duration_backoff_multiplier(f64::INFINITY), "wait_duration_backoff_multiplier"),
+            (
+                b().slow_call_duration_threshold(Duration::ZERO),
+                "slow_call_duration_threshold",
+            ),
+            (
+                b().wait_duration_in_open(Duration::ZERO),
+                "wait_duration_in_open",
+            ),
+            (
+                b().wait_duration_backoff_multiplier(0.5),
+                "wait_duration_backoff_multiplier",
+            ),
+            (
+                b().wait_duration_backoff_multiplier(f64::NAN),
+                "wait_duration_backoff_multiplier",
+            ),
+            (
+                b().wait_duration_backoff_multiplier(f64::INFINITY),
+                "wait_duration_backoff_multiplier",
+            ),
             (
                 b().wait_duration_in_open_max(Duration::from_secs(59)),
                 "wait_duration_in_open_max",
             ),
-            (b().permitted_calls_in_half_open(0), "permitted_calls_in_half_open"),
+            (
+                b().permitted_calls_in_half_open(0),
+                "permitted_calls_in_half_open",
+            ),
             (b().max_concurrent_probes(0), "max_concurrent_probes"),
             (b().max_concurrent_probes(11), "max_concurrent_probes"),
-            (b().sliding_window(SlidingWindow::count(0)), "sliding_window"),
-            (b().sliding_window(SlidingWindow::time(Duration::ZERO)), "sliding_window"),
-            (b().sliding_window(SlidingWindow::time(Duration::from_millis(1500))), "sliding_window"),
+            (
+                b().sliding_window(SlidingWindow::count(0)),
+                "sliding_window",
+            ),
+            (
+                b().sliding_window(SlidingWindow::time(Duration::ZERO)),
+                "sliding_window",
+            ),
+            (
+                b().sliding_window(SlidingWindow::time(Duration::from_millis(1500))),
+                "sliding_window",
+            ),
             // D1: a count window smaller than the minimum could never trip.
             (
-                b().minimum_number_of_calls(11).sliding_window(SlidingWindow::count(10)),
+                b().minimum_number_of_calls(11)
+                    .sliding_window(SlidingWindow::count(10)),
                 "minimum_number_of_calls",
             ),
         ];
@@ -492,10 +547,13 @@ mod tests {
     #[test]
     fn r2_3_multiplier_overflow_boundary() {
         let one = Duration::from_secs(1);
-        let ok = Config::builder().wait_duration_in_open(one).wait_duration_backoff_multiplier(32768.0);
+        let ok = Config::builder()
+            .wait_duration_in_open(one)
+            .wait_duration_backoff_multiplier(32768.0);
         ok.build().unwrap();
-        let too_big =
-            Config::builder().wait_duration_in_open(one).wait_duration_backoff_multiplier(65536.0);
+        let too_big = Config::builder()
+            .wait_duration_in_open(one)
+            .wait_duration_backoff_multiplier(65536.0);
         let e = too_big.build().unwrap_err();
         assert_eq!(e.field(), "wait_duration_backoff_multiplier");
         assert!(e.to_string().contains("64 rounds"), "{e}");
@@ -526,8 +584,14 @@ mod tests {
 
     #[test]
     fn time_window_constructor_flags_fractions() {
-        assert_eq!(SlidingWindow::time(Duration::from_secs(30)), SlidingWindow::Time(30));
-        assert_eq!(SlidingWindow::time(Duration::from_millis(30_500)), SlidingWindow::Time(0));
+        assert_eq!(
+            SlidingWindow::time(Duration::from_secs(30)),
+            SlidingWindow::Time(30)
+        );
+        assert_eq!(
+            SlidingWindow::time(Duration::from_millis(30_500)),
+            SlidingWindow::Time(0)
+        );
         assert_eq!(SlidingWindow::default().size(), 100);
     }
 }

@@ -32,7 +32,10 @@ impl ConfigError {
     /// An error for `field`, explained by `reason`.
     #[must_use]
     pub fn new(field: &'static str, reason: impl Into<Cow<'static, str>>) -> Self {
-        ConfigError { field, reason: reason.into() }
+        ConfigError {
+            field,
+            reason: reason.into(),
+        }
     }
 
     /// The name of the invalid field, as spelled in the builder.
@@ -84,7 +87,10 @@ struct LastFailureInner {
 
 impl LastFailure {
     pub(crate) fn new(type_name: &'static str, message: String) -> Self {
-        LastFailure(Arc::new(LastFailureInner { type_name, message: message.into_boxed_str() }))
+        LastFailure(Arc::new(LastFailureInner {
+            type_name,
+            message: message.into_boxed_str(),
+        }))
     }
 
     pub(crate) fn same_as(&self, type_name: &'static str, message: &str) -> bool {
@@ -130,15 +136,24 @@ pub(crate) struct Identity {
 
 impl Identity {
     pub(crate) fn new(name: &str) -> Self {
-        Identity { name: name.into(), last_failure: Mutex::new(None) }
+        Identity {
+            name: name.into(),
+            last_failure: Mutex::new(None),
+        }
     }
 
     pub(crate) fn last_failure(&self) -> Option<LastFailure> {
-        self.last_failure.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub(crate) fn set_last_failure(&self, failure: Option<LastFailure>) {
-        *self.last_failure.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = failure;
     }
 }
 
@@ -169,8 +184,16 @@ pub struct CircuitOpenError {
 }
 
 impl CircuitOpenError {
-    pub(crate) fn new(identity: Arc<Identity>, state: State, retry_after: Option<Duration>) -> Self {
-        CircuitOpenError { identity, state, retry_after }
+    pub(crate) fn new(
+        identity: Arc<Identity>,
+        state: State,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        CircuitOpenError {
+            identity,
+            state,
+            retry_after,
+        }
     }
 
     /// The name of the breaker that rejected the call.
@@ -241,7 +264,8 @@ impl PartialEq for CircuitOpenError {
 /// use interlock::{CallError, CircuitBreaker};
 ///
 /// let breaker = CircuitBreaker::new("svc");
-/// let r = breaker.call(|| Err::<(), _>(std::io::Error::other("boom")));
+/// let r: Result<(), CallError<std::io::Error>> =
+///     breaker.call(|| Err(std::io::Error::other("boom")));
 /// let err = r.unwrap_err();
 /// assert!(!err.is_rejected());
 /// assert_eq!(err.to_string(), "boom");

@@ -20,14 +20,22 @@ use crate::machine::{Outcome, State};
 /// be added in minor releases, so match with `..` and a wildcard arm.
 ///
 /// ```
-/// use interlock::{Event, State};
+/// use interlock::{CircuitBreaker, Event, State};
+/// use std::sync::{Arc, Mutex};
 ///
-/// fn describe(event: &Event<'_>) -> String {
-///     match event {
-///         Event::StateChanged { breaker, from, to, .. } => format!("{breaker}: {from} -> {to}"),
-///         other => other.to_string(),
-///     }
-/// }
+/// let opened = Arc::new(Mutex::new(Vec::new()));
+/// let sink = opened.clone();
+/// let breaker = CircuitBreaker::builder("db")
+///     .listener(move |event: &Event<'_>| match event {
+///         Event::StateChanged { breaker, to: State::ForcedOpen, .. } => {
+///             sink.lock().unwrap().push(breaker.to_string())
+///         }
+///         _ => {}
+///     })
+///     .build()?;
+/// breaker.force_open();
+/// assert_eq!(*opened.lock().unwrap(), ["db"]);
+/// # Ok::<(), interlock::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
@@ -155,7 +163,11 @@ impl<'a> Event<'a> {
     }
 
     pub(crate) fn call_recorded(breaker: &'a str, outcome: Outcome, duration: Duration) -> Self {
-        Event::CallRecorded { breaker, outcome, duration }
+        Event::CallRecorded {
+            breaker,
+            outcome,
+            duration,
+        }
     }
 }
 
@@ -165,8 +177,16 @@ impl fmt::Display for Event<'_> {
             Event::StateChanged { breaker, from, to } => {
                 write!(f, "{breaker}: state {from} -> {to}")
             }
-            Event::CallRecorded { breaker, outcome, duration } => {
-                write!(f, "{breaker}: recorded {outcome} ({:.3}s)", duration.as_secs_f64())
+            Event::CallRecorded {
+                breaker,
+                outcome,
+                duration,
+            } => {
+                write!(
+                    f,
+                    "{breaker}: recorded {outcome} ({:.3}s)",
+                    duration.as_secs_f64()
+                )
             }
             Event::CallRejected { breaker, state } => {
                 write!(f, "{breaker}: call rejected ({state})")
@@ -179,8 +199,16 @@ impl fmt::Display for Event<'_> {
             Event::StorageWriteDropped { breaker } => {
                 write!(f, "{breaker}: storage write dropped, queue full")
             }
-            Event::RetryScheduled { name, attempt, delay } => {
-                write!(f, "{name}: retry attempt {attempt} in {:.3}s", delay.as_secs_f64())
+            Event::RetryScheduled {
+                name,
+                attempt,
+                delay,
+            } => {
+                write!(
+                    f,
+                    "{name}: retry attempt {attempt} in {:.3}s",
+                    delay.as_secs_f64()
+                )
             }
             Event::BulkheadRejected { name } => write!(f, "{name}: bulkhead full"),
             Event::FallbackUsed { name, error } => write!(f, "{name}: fallback used for: {error}"),
@@ -293,7 +321,9 @@ impl FanOut {
 
 impl fmt::Debug for FanOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FanOut").field("listeners", &self.listeners.len()).finish()
+        f.debug_struct("FanOut")
+            .field("listeners", &self.listeners.len())
+            .finish()
     }
 }
 

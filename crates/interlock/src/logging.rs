@@ -25,7 +25,11 @@ impl EventListener for LoggingEventListener {
             Event::StateChanged { breaker, from, to } => tracing::warn!(
                 target: "interlock", breaker, from = from.as_str(), to = to.as_str(), "state changed"
             ),
-            Event::CallRecorded { breaker, outcome, duration } => tracing::debug!(
+            Event::CallRecorded {
+                breaker,
+                outcome,
+                duration,
+            } => tracing::debug!(
                 target: "interlock", breaker, outcome = outcome.as_str(),
                 duration_s = duration.as_secs_f64(), "call recorded"
             ),
@@ -42,7 +46,11 @@ impl EventListener for LoggingEventListener {
             Event::StorageWriteDropped { breaker } => {
                 tracing::warn!(target: "interlock", breaker, "storage write dropped")
             }
-            Event::RetryScheduled { name, attempt, delay } => tracing::info!(
+            Event::RetryScheduled {
+                name,
+                attempt,
+                delay,
+            } => tracing::info!(
                 target: "interlock", name, attempt, delay_s = delay.as_secs_f64(), "retry scheduled"
             ),
             Event::BulkheadRejected { name } => {

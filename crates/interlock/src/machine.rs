@@ -9,12 +9,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::SlidingWindow;
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::policy::{HalfOpenPolicy, TripPolicy};
 use crate::window::{CountWindow, Snapshot, TimeWindow, Window, rate};
-use crate::SlidingWindow;
 
 /// The six states of a breaker (R1.1).
 ///
@@ -71,7 +71,10 @@ impl State {
     /// Whether this is one of the three operator overrides.
     #[must_use]
     pub const fn is_override(self) -> bool {
-        matches!(self, State::ForcedOpen | State::Disabled | State::MetricsOnly)
+        matches!(
+            self,
+            State::ForcedOpen | State::Disabled | State::MetricsOnly
+        )
     }
 
     /// Whether a breaker in this state admits every call.
@@ -401,10 +404,17 @@ impl Machine {
         now: Timestamp,
     ) -> Result<(Admission, Option<Transition>), Refusal> {
         match self.state {
-            State::Closed | State::Disabled | State::MetricsOnly => {
-                Ok((Admission { generation: self.generation, probe: false }, None))
-            }
-            State::ForcedOpen => Err(Refusal { state: State::ForcedOpen, retry_after: None }),
+            State::Closed | State::Disabled | State::MetricsOnly => Ok((
+                Admission {
+                    generation: self.generation,
+                    probe: false,
+                },
+                None,
+            )),
+            State::ForcedOpen => Err(Refusal {
+                state: State::ForcedOpen,
+                retry_after: None,
+            }),
             State::Open => {
                 if now < self.open_until() {
                     return Err(Refusal {
@@ -414,16 +424,31 @@ impl Machine {
                 }
                 let transition = self.enter_half_open();
                 self.admit_probe();
-                Ok((Admission { generation: self.generation, probe: true }, Some(transition)))
+                Ok((
+                    Admission {
+                        generation: self.generation,
+                        probe: true,
+                    },
+                    Some(transition),
+                ))
             }
             State::HalfOpen => {
                 if self.round.in_flight < self.config.max_concurrent_probes
                     && self.round.admitted < self.config.permitted_calls_in_half_open
                 {
                     self.admit_probe();
-                    Ok((Admission { generation: self.generation, probe: true }, None))
+                    Ok((
+                        Admission {
+                            generation: self.generation,
+                            probe: true,
+                        },
+                        None,
+                    ))
                 } else {
-                    Err(Refusal { state: State::HalfOpen, retry_after: None })
+                    Err(Refusal {
+                        state: State::HalfOpen,
+                        retry_after: None,
+                    })
                 }
             }
         }
@@ -447,7 +472,8 @@ impl Machine {
         match self.state {
             State::Closed => {
                 self.window.record(now, outcome);
-                self.should_trip(now, outcome).then(|| self.open(now, State::Closed))
+                self.should_trip(now, outcome)
+                    .then(|| self.open(now, State::Closed))
             }
             State::MetricsOnly => {
                 self.window.record(now, outcome);
@@ -487,8 +513,7 @@ impl Machine {
     /// `generation` (R12.2): moves to HALF_OPEN without admitting a probe if
     /// that period is still current and its wait has elapsed.
     pub fn on_timer(&mut self, now: Timestamp, generation: u64) -> Option<Transition> {
-        if self.state == State::Open && self.generation == generation && now >= self.open_until()
-        {
+        if self.state == State::Open && self.generation == generation && now >= self.open_until() {
             Some(self.enter_half_open())
         } else {
             None
@@ -555,12 +580,18 @@ impl Machine {
         debug_assert_eq!(self.state, from);
         self.opened_at = now;
         self.open_wait = self.config.open_wait(self.failed_rounds);
-        self.move_to(State::Open).unwrap_or(Transition { from, to: State::Open })
+        self.move_to(State::Open).unwrap_or(Transition {
+            from,
+            to: State::Open,
+        })
     }
 
     fn enter_half_open(&mut self) -> Transition {
         self.round = ProbeCounters::default();
-        self.move_to(State::HalfOpen).unwrap_or(Transition { from: State::Open, to: State::HalfOpen })
+        self.move_to(State::HalfOpen).unwrap_or(Transition {
+            from: State::Open,
+            to: State::HalfOpen,
+        })
     }
 
     fn enter_closed(&mut self) -> Option<Transition> {

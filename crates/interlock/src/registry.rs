@@ -105,7 +105,9 @@ impl Registry {
 
     /// A builder for a registry.
     pub fn builder() -> RegistryBuilder {
-        RegistryBuilder { template: Registry::new().inner.template.clone() }
+        RegistryBuilder {
+            template: Registry::new().inner.template.clone(),
+        }
     }
 
     fn from_template(template: Template) -> Self {
@@ -149,7 +151,11 @@ impl Registry {
     ///
     /// A [`ConfigError`] if `config` cannot be used by this registry's
     /// breakers.
-    pub fn get_with_config(&self, name: &str, config: Config) -> Result<CircuitBreaker, ConfigError> {
+    pub fn get_with_config(
+        &self,
+        name: &str,
+        config: Config,
+    ) -> Result<CircuitBreaker, ConfigError> {
         if let Some(b) = self.lookup(name) {
             return Ok(b);
         }
@@ -168,13 +174,21 @@ impl Registry {
     /// The names created so far, in creation order (a point-in-time copy).
     #[must_use]
     pub fn names(&self) -> Vec<String> {
-        self.all().order.iter().map(|(name, _)| name.to_string()).collect()
+        self.all()
+            .order
+            .iter()
+            .map(|(name, _)| name.to_string())
+            .collect()
     }
 
     /// The breakers created so far, in creation order (a point-in-time copy).
     #[must_use]
     pub fn items(&self) -> Vec<(String, CircuitBreaker)> {
-        self.all().order.iter().map(|(name, b)| (name.to_string(), b.clone())).collect()
+        self.all()
+            .order
+            .iter()
+            .map(|(name, b)| (name.to_string(), b.clone()))
+            .collect()
     }
 
     /// How many breakers exist.
@@ -204,7 +218,10 @@ impl Registry {
     }
 
     fn all(&self) -> MutexGuard<'_, All> {
-        self.inner.all.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The lock-free path: this thread's copy of the published table, if
@@ -224,7 +241,10 @@ impl Registry {
                 // Stale or absent: take the current table (a short lock,
                 // once per publication per thread).
                 let (epoch, table) = {
-                    let published = inner.published.lock().unwrap_or_else(PoisonError::into_inner);
+                    let published = inner
+                        .published
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
                     (published.0, Arc::clone(&published.1))
                 };
                 let found = table.get(name).cloned();
@@ -237,7 +257,11 @@ impl Registry {
                         if cache.len() == THREAD_CACHE_SLOTS {
                             cache.remove(0);
                         }
-                        cache.push(CacheEntry { registry: inner.id, epoch, table });
+                        cache.push(CacheEntry {
+                            registry: inner.id,
+                            epoch,
+                            table,
+                        });
                     }
                 }
                 Some(found)
@@ -288,11 +312,18 @@ impl Registry {
         if all.unpublished == 0 {
             return;
         }
-        let table: Table =
-            all.order.iter().map(|(name, b)| (name.clone(), b.clone())).collect();
+        let table: Table = all
+            .order
+            .iter()
+            .map(|(name, b)| (name.clone(), b.clone()))
+            .collect();
         all.published_len = table.len();
         all.unpublished = 0;
-        let mut published = self.inner.published.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut published = self
+            .inner
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         published.0 += 1;
         published.1 = Arc::new(table);
         self.inner.epoch.store(published.0, Ordering::Release);
@@ -307,7 +338,9 @@ impl Default for Registry {
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registry").field("names", &self.names()).finish_non_exhaustive()
+        f.debug_struct("Registry")
+            .field("names", &self.names())
+            .finish_non_exhaustive()
     }
 }
 
@@ -370,5 +403,158 @@ impl RegistryBuilder {
     pub fn build(self) -> Result<Registry, ConfigError> {
         crate::machine::Machine::new(self.template.config.clone(), self.template.initial_state)?;
         Ok(Registry::from_template(self.template))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, SlidingWindow};
+    use std::sync::Barrier;
+    use std::time::Duration;
+
+    #[test]
+    fn r14_1_same_name_same_breaker_even_under_concurrent_first_access() {
+        for _ in 0..20 {
+            let registry = Registry::new();
+            let barrier = Arc::new(Barrier::new(8));
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let (r, barrier) = (registry.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        r.get("payments")
+                    })
+                })
+                .collect();
+            let got: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            assert!(got.iter().all(|b| b.ptr_eq(&got[0])));
+            assert_eq!(registry.len(), 1);
+        }
+    }
+
+    #[test]
+    fn r14_1_override_applies_only_at_creation() {
+        let registry = Registry::new();
+        let five = Config::builder()
+            .minimum_number_of_calls(5)
+            .build()
+            .unwrap();
+        let seven = Config::builder()
+            .minimum_number_of_calls(7)
+            .build()
+            .unwrap();
+        let a = registry.get_with_config("a", five).unwrap();
+        let again = registry.get_with_config("a", seven).unwrap();
+        assert!(a.ptr_eq(&again));
+        assert_eq!(again.config().minimum_number_of_calls(), 5);
+        assert_eq!(registry.get("b").config().minimum_number_of_calls(), 10);
+    }
+
+    #[test]
+    fn r14_shares_clock_listener_initial_state_and_classifier() {
+        let clock = ManualClock::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let registry = Registry::builder()
+            .config(
+                Config::builder()
+                    .minimum_number_of_calls(1)
+                    .sliding_window(SlidingWindow::count(1))
+                    .build()
+                    .unwrap(),
+            )
+            .clock(clock.clone())
+            .listener(move |e: &crate::Event<'_>| sink.lock().unwrap().push(e.to_string()))
+            .classifier(|_| Verdict::Success)
+            .initial_state(State::MetricsOnly)
+            .build()
+            .unwrap();
+        let b = registry.get("x");
+        // R14.2: no synthetic transition event.
+        assert_eq!(b.state(), State::MetricsOnly);
+        assert!(seen.lock().unwrap().is_empty());
+        b.reset();
+        let _ = b.call(|| Err::<(), _>(std::io::Error::other("forgiven")));
+        assert_eq!(
+            b.state(),
+            State::Closed,
+            "the shared classifier forgave the error"
+        );
+        let _ = b.call(|| {
+            clock.advance(Duration::from_secs(2));
+            Ok::<_, std::io::Error>(())
+        });
+        assert!(
+            seen.lock()
+                .unwrap()
+                .contains(&"x: recorded success (2.000s)".to_owned())
+        );
+    }
+
+    #[test]
+    fn r14_3_get_existing_names_items_are_point_in_time_and_ordered() {
+        let registry = Registry::new();
+        assert!(registry.get_existing("a").is_none());
+        assert!(registry.is_empty());
+        for name in ["c", "a", "b"] {
+            let _ = registry.get(name);
+        }
+        let names = registry.names();
+        let items = registry.items();
+        let _ = registry.get("d");
+        assert_eq!(names, ["c", "a", "b"]);
+        assert_eq!(items.len(), 3);
+        assert!(items[1].1.ptr_eq(&registry.get_existing("a").unwrap()));
+        assert_eq!(registry.names(), ["c", "a", "b", "d"]);
+    }
+
+    #[test]
+    fn r14_4_close_all_keeps_breakers_cached() {
+        let registry = Registry::new();
+        let a = registry.get("a");
+        registry.close_all();
+        assert!(a.is_shut_down());
+        assert!(registry.get("a").ptr_eq(&a));
+    }
+
+    #[test]
+    fn r14_5_registry_validates_initial_state() {
+        let err = Registry::builder()
+            .initial_state(State::HalfOpen)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.field(), "initial_state");
+    }
+
+    #[test]
+    fn many_names_stay_reachable_across_publications() {
+        let registry = Registry::new();
+        let created: Vec<_> = (0..2_000)
+            .map(|i| registry.get(&format!("host-{i}")))
+            .collect();
+        // From this thread (cached table) and a fresh one (no cache yet).
+        for (i, b) in created.iter().enumerate() {
+            assert!(registry.get(&format!("host-{i}")).ptr_eq(b));
+        }
+        let r2 = registry.clone();
+        let first = created[1999].clone();
+        std::thread::spawn(move || assert!(r2.get("host-1999").ptr_eq(&first)))
+            .join()
+            .unwrap();
+        assert_eq!(registry.len(), 2_000);
+    }
+
+    #[test]
+    fn thread_cache_holds_several_registries() {
+        let registries: Vec<_> = (0..THREAD_CACHE_SLOTS + 3)
+            .map(|_| Registry::new())
+            .collect();
+        let first: Vec<_> = registries.iter().map(|r| r.get("x")).collect();
+        for _ in 0..2 {
+            for (r, b) in registries.iter().zip(&first) {
+                assert!(r.get("x").ptr_eq(b));
+            }
+        }
     }
 }

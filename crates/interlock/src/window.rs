@@ -43,7 +43,11 @@ impl Snapshot {
 }
 
 pub(crate) fn rate(part: u64, total: u64) -> f64 {
-    if total == 0 { 0.0 } else { part as f64 / total as f64 }
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 / total as f64
+    }
 }
 
 impl fmt::Display for Snapshot {
@@ -60,7 +64,7 @@ const FAILED: u8 = 1;
 const SLOW: u8 = 2;
 
 fn bits(outcome: Outcome) -> u8 {
-    u8::from(outcome.is_failure()) * FAILED | u8::from(outcome.is_slow()) * SLOW
+    (u8::from(outcome.is_failure()) * FAILED) | (u8::from(outcome.is_slow()) * SLOW)
 }
 
 /// The last `size` outcomes, in a ring (R5.1).
@@ -76,7 +80,13 @@ pub(crate) struct CountWindow {
 impl CountWindow {
     pub(crate) fn new(size: u32) -> Self {
         let size = (size as usize).max(1);
-        CountWindow { ring: vec![0; size].into_boxed_slice(), next: 0, len: 0, failed: 0, slow: 0 }
+        CountWindow {
+            ring: vec![0; size].into_boxed_slice(),
+            next: 0,
+            len: 0,
+            failed: 0,
+            slow: 0,
+        }
     }
 
     fn record(&mut self, outcome: Outcome) {
@@ -99,7 +109,11 @@ impl CountWindow {
     }
 
     fn snapshot(&self) -> Snapshot {
-        Snapshot { total_calls: self.len as u64, failed_calls: self.failed, slow_calls: self.slow }
+        Snapshot {
+            total_calls: self.len as u64,
+            failed_calls: self.failed,
+            slow_calls: self.slow,
+        }
     }
 
     fn clear(&mut self) {
@@ -169,7 +183,10 @@ impl TimeWindow {
         // A clock that went backwards (it must not) is clamped to the head.
         let i = (self.head % self.size()) as usize;
         let b = &mut self.buckets[i];
-        let (failed, slow) = (u32::from(outcome.is_failure()), u32::from(outcome.is_slow()));
+        let (failed, slow) = (
+            u32::from(outcome.is_failure()),
+            u32::from(outcome.is_slow()),
+        );
         b.total = b.total.saturating_add(1);
         b.failed = b.failed.saturating_add(failed);
         b.slow = b.slow.saturating_add(slow);
@@ -234,20 +251,62 @@ mod tests {
         for o in [Failure, SlowSuccess, Success] {
             w.record(o);
         }
-        assert_eq!(w.snapshot(), Snapshot { total_calls: 3, failed_calls: 1, slow_calls: 1 });
+        assert_eq!(
+            w.snapshot(),
+            Snapshot {
+                total_calls: 3,
+                failed_calls: 1,
+                slow_calls: 1
+            }
+        );
         w.record(Success); // evicts Failure
-        assert_eq!(w.snapshot(), Snapshot { total_calls: 3, failed_calls: 0, slow_calls: 1 });
+        assert_eq!(
+            w.snapshot(),
+            Snapshot {
+                total_calls: 3,
+                failed_calls: 0,
+                slow_calls: 1
+            }
+        );
         w.record(SlowFailure); // evicts SlowSuccess
-        assert_eq!(w.snapshot(), Snapshot { total_calls: 3, failed_calls: 1, slow_calls: 1 });
+        assert_eq!(
+            w.snapshot(),
+            Snapshot {
+                total_calls: 3,
+                failed_calls: 1,
+                slow_calls: 1
+            }
+        );
         w.record(Success);
         w.record(Success); // evicts a Success: the SlowFailure is still inside
-        assert_eq!(w.snapshot(), Snapshot { total_calls: 3, failed_calls: 1, slow_calls: 1 });
+        assert_eq!(
+            w.snapshot(),
+            Snapshot {
+                total_calls: 3,
+                failed_calls: 1,
+                slow_calls: 1
+            }
+        );
         w.record(Success);
-        assert_eq!(w.snapshot(), Snapshot { total_calls: 3, failed_calls: 0, slow_calls: 0 });
+        assert_eq!(
+            w.snapshot(),
+            Snapshot {
+                total_calls: 3,
+                failed_calls: 0,
+                slow_calls: 0
+            }
+        );
         w.clear();
         assert_eq!(w.snapshot(), Snapshot::default());
         w.record(Failure);
-        assert_eq!(w.snapshot(), Snapshot { total_calls: 1, failed_calls: 1, slow_calls: 0 });
+        assert_eq!(
+            w.snapshot(),
+            Snapshot {
+                total_calls: 1,
+                failed_calls: 1,
+                slow_calls: 0
+            }
+        );
     }
 
     #[test]
@@ -265,9 +324,30 @@ mod tests {
         w.record(t(0.0), Failure);
         w.record(t(1.5), SlowSuccess);
         w.record(t(2.2), Success);
-        assert_eq!(w.snapshot(t(2.9)), Snapshot { total_calls: 3, failed_calls: 1, slow_calls: 1 });
-        assert_eq!(w.snapshot(t(3.0)), Snapshot { total_calls: 2, failed_calls: 0, slow_calls: 1 });
-        assert_eq!(w.snapshot(t(4.0)), Snapshot { total_calls: 1, failed_calls: 0, slow_calls: 0 });
+        assert_eq!(
+            w.snapshot(t(2.9)),
+            Snapshot {
+                total_calls: 3,
+                failed_calls: 1,
+                slow_calls: 1
+            }
+        );
+        assert_eq!(
+            w.snapshot(t(3.0)),
+            Snapshot {
+                total_calls: 2,
+                failed_calls: 0,
+                slow_calls: 1
+            }
+        );
+        assert_eq!(
+            w.snapshot(t(4.0)),
+            Snapshot {
+                total_calls: 1,
+                failed_calls: 0,
+                slow_calls: 0
+            }
+        );
         w.record(t(4.1), Failure);
         // A jump far past the window never resurfaces old buckets.
         assert_eq!(w.snapshot(t(1000.0)), Snapshot::default());
@@ -281,7 +361,10 @@ mod tests {
     fn time_window_many_calls_in_one_second() {
         let mut w = TimeWindow::new(2);
         for i in 0..10_000u64 {
-            w.record(Timestamp::from_nanos(i), if i % 2 == 0 { Failure } else { Success });
+            w.record(
+                Timestamp::from_nanos(i),
+                if i % 2 == 0 { Failure } else { Success },
+            );
         }
         let s = w.snapshot(t(1.0));
         assert_eq!((s.total_calls, s.failed_calls), (10_000, 5_000));
@@ -291,7 +374,11 @@ mod tests {
 
     #[test]
     fn r1_3_rates_are_plain_divisions_and_zero_when_empty() {
-        let s = Snapshot { total_calls: 10, failed_calls: 3, slow_calls: 10 };
+        let s = Snapshot {
+            total_calls: 10,
+            failed_calls: 3,
+            slow_calls: 10,
+        };
         assert_eq!(s.failure_rate(), 0.3);
         assert_eq!(s.slow_call_rate(), 1.0);
         assert_eq!(Snapshot::default().slow_call_rate(), 0.0);

@@ -116,7 +116,14 @@ impl CircuitBreakerBuilder {
         classifier: Option<ErrorClassifier>,
         initial_state: State,
     ) -> Self {
-        CircuitBreakerBuilder { name: name.to_owned(), config, clock, listeners, classifier, initial_state }
+        CircuitBreakerBuilder {
+            name: name.to_owned(),
+            config,
+            clock,
+            listeners,
+            classifier,
+            initial_state,
+        }
     }
 
     /// Builds the breaker.

@@ -127,7 +127,8 @@ impl Inner {
     }
 
     fn publish(&self, machine: &Machine) {
-        self.open_until.store(machine.open_until().as_nanos(), Ordering::Relaxed);
+        self.open_until
+            .store(machine.open_until().as_nanos(), Ordering::Relaxed);
         self.status.store(pack(machine), Ordering::Release);
     }
 
@@ -142,7 +143,10 @@ impl Inner {
     }
 
     fn reject(&self, state: State, retry_after: Option<Duration>) -> CircuitOpenError {
-        self.emit(&Event::CallRejected { breaker: self.name(), state });
+        self.emit(&Event::CallRejected {
+            breaker: self.name(),
+            state,
+        });
         CircuitOpenError::new(Arc::clone(&self.identity), state, retry_after)
     }
 
@@ -153,9 +157,10 @@ impl Inner {
         let status = self.status.load(Ordering::Acquire);
         let state = State::from_bits(status);
         let admission = match state {
-            State::Closed | State::Disabled | State::MetricsOnly => {
-                Admission { generation: status >> 3, probe: false }
-            }
+            State::Closed | State::Disabled | State::MetricsOnly => Admission {
+                generation: status >> 3,
+                probe: false,
+            },
             State::ForcedOpen => return Err(self.reject(State::ForcedOpen, None)),
             State::Open => {
                 let now = self.clock.now();
@@ -168,7 +173,10 @@ impl Inner {
             State::HalfOpen => self.admit_locked(self.clock.now())?,
         };
         // R4.2: the call's clock starts after admission.
-        Ok(Ticket { admission, start: self.clock.now() })
+        Ok(Ticket {
+            admission,
+            start: self.clock.now(),
+        })
     }
 
     #[cold]
@@ -214,8 +222,12 @@ impl Inner {
         let mut opened = (0, Duration::ZERO);
         if current && State::from_bits(status) != State::Disabled {
             let mut m = self.machine();
-            transition =
-                m.record(end, ticket.admission, outcome, verdict == Verdict::Inconclusive);
+            transition = m.record(
+                end,
+                ticket.admission,
+                outcome,
+                verdict == Verdict::Inconclusive,
+            );
             if transition.is_some() {
                 self.publish(&m);
                 opened = (m.generation(), m.open_wait());
@@ -240,7 +252,11 @@ impl Inner {
             static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
         }
         let store = |message: &str| {
-            let mut slot = self.identity.last_failure.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slot = self
+                .identity
+                .last_failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             // Keep the existing record when the same error repeats: no
             // allocation per failure during an outage.
             if !slot.as_ref().is_some_and(|f| f.same_as(type_name, message)) {
@@ -248,7 +264,9 @@ impl Inner {
             }
         };
         let reused = SCRATCH.with(|scratch| {
-            let Ok(mut buf) = scratch.try_borrow_mut() else { return false };
+            let Ok(mut buf) = scratch.try_borrow_mut() else {
+                return false;
+            };
             buf.clear();
             let _ = write!(buf, "{err}");
             store(&buf);
@@ -287,7 +305,12 @@ impl Inner {
     }
 
     fn cancel_timer(&self) {
-        let key = self.timer.lock().unwrap_or_else(PoisonError::into_inner).key.take();
+        let key = self
+            .timer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .key
+            .take();
         if let Some(key) = key {
             Scheduler::global().cancel(key);
         }
@@ -323,7 +346,10 @@ impl TimerTarget for Inner {
         }
         drop(m);
         if let Some(t) = t {
-            self.timer.lock().unwrap_or_else(PoisonError::into_inner).key = None;
+            self.timer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .key = None;
             self.emit(&Event::state_changed(self.name(), t.from, t.to));
         }
     }
@@ -331,7 +357,12 @@ impl TimerTarget for Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let key = self.timer.get_mut().unwrap_or_else(PoisonError::into_inner).key.take();
+        let key = self
+            .timer
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .key
+            .take();
         if let Some(key) = key {
             Scheduler::global().cancel(key);
         }
@@ -360,7 +391,14 @@ impl CircuitBreaker {
     }
 
     pub(crate) fn from_parts(parts: builder::Parts) -> Self {
-        let builder::Parts { name, config, clock, listeners, classifier, machine } = parts;
+        let builder::Parts {
+            name,
+            config,
+            clock,
+            listeners,
+            classifier,
+            machine,
+        } = parts;
         let status = AtomicU64::new(pack(&machine));
         let open_until = AtomicU64::new(machine.open_until().as_nanos());
         let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
@@ -461,7 +499,10 @@ impl CircuitBreaker {
         F: FnOnce() -> Result<T, E>,
         E: Error + 'static,
     {
-        let guard = Guard { inner: &self.inner, ticket: self.inner.admit()? };
+        let guard = Guard {
+            inner: &self.inner,
+            ticket: self.inner.admit()?,
+        };
         let result = f();
         let verdict = match &result {
             Ok(_) => Verdict::Success,
@@ -504,7 +545,10 @@ impl CircuitBreaker {
         C: FnOnce(Result<&T, &E>) -> Verdict,
         E: fmt::Display,
     {
-        let guard = Guard { inner: &self.inner, ticket: self.inner.admit()? };
+        let guard = Guard {
+            inner: &self.inner,
+            ticket: self.inner.admit()?,
+        };
         let result = f();
         let verdict = classify(result.as_ref());
         guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
@@ -542,7 +586,10 @@ impl CircuitBreaker {
         Fut: Future<Output = Result<T, E>>,
         E: Error + 'static,
     {
-        let guard = Guard { inner: &self.inner, ticket: self.inner.admit()? };
+        let guard = Guard {
+            inner: &self.inner,
+            ticket: self.inner.admit()?,
+        };
         let result = f().await;
         let verdict = match &result {
             Ok(_) => Verdict::Success,
@@ -572,7 +619,10 @@ impl CircuitBreaker {
         C: FnOnce(Result<&T, &E>) -> Verdict,
         E: fmt::Display,
     {
-        let guard = Guard { inner: &self.inner, ticket: self.inner.admit()? };
+        let guard = Guard {
+            inner: &self.inner,
+            ticket: self.inner.admit()?,
+        };
         let result = f().await;
         let verdict = classify(result.as_ref());
         guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
@@ -607,7 +657,9 @@ impl CircuitBreaker {
     pub fn reset(&self) {
         self.inner.apply(Machine::reset);
         self.inner.identity.set_last_failure(None);
-        self.inner.emit(&Event::Reset { breaker: self.name() });
+        self.inner.emit(&Event::Reset {
+            breaker: self.name(),
+        });
     }
 
     /// Operator override: reject every call until [`reset`](Self::reset) (R11.1).
@@ -633,7 +685,11 @@ impl CircuitBreaker {
         if self.inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        let mut slot = self.inner.timer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self
+            .inner
+            .timer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         slot.closed = true;
         if let Some(key) = slot.key.take() {
             Scheduler::global().cancel(key);

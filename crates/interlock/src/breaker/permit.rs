@@ -37,7 +37,11 @@ pub struct Permit {
 
 impl Permit {
     pub(super) fn new(breaker: CircuitBreaker, ticket: Ticket) -> Self {
-        Permit { breaker, ticket, settled: false }
+        Permit {
+            breaker,
+            ticket,
+            settled: false,
+        }
     }
 
     /// Whether this call is a HALF_OPEN probe.
@@ -90,9 +94,16 @@ impl Permit {
         self.settle(verdict, Some(error), std::any::type_name::<E>());
     }
 
-    fn settle(mut self, verdict: Verdict, error: Option<&dyn fmt::Display>, type_name: &'static str) {
+    fn settle(
+        mut self,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
         self.settled = true;
-        self.breaker.inner.settle(self.ticket, verdict, error, type_name);
+        self.breaker
+            .inner
+            .settle(self.ticket, verdict, error, type_name);
     }
 }
 

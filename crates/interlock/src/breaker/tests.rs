@@ -1,0 +1,926 @@
+//! Rule-by-rule tests of the breaker (R1–R13 of the behaviour spec), on a
+//! `ManualClock`: no test sleeps.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Barrier, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::{
+    CallError, CircuitBreaker, Config, ConfigBuilder, Event, ManualClock, Outcome, ProbeCounters,
+    SlidingWindow, Snapshot, State, Verdict,
+};
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+fn cfg() -> ConfigBuilder {
+    Config::builder()
+}
+
+/// A breaker on a manual clock whose listener logs every event's `Display`.
+fn make(config: ConfigBuilder) -> (CircuitBreaker, ManualClock, Log) {
+    make_with(config, State::Closed)
+}
+
+fn make_with(config: ConfigBuilder, initial: State) -> (CircuitBreaker, ManualClock, Log) {
+    let clock = ManualClock::new();
+    let log: Log = Arc::default();
+    let sink = log.clone();
+    let breaker = CircuitBreaker::builder("svc")
+        .config(config.build().unwrap())
+        .clock(clock.clone())
+        .listener(move |e: &Event<'_>| sink.lock().unwrap().push(e.to_string()))
+        .initial_state(initial)
+        .build()
+        .unwrap();
+    (breaker, clock, log)
+}
+
+fn take(log: &Log) -> Vec<String> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+#[derive(Clone, Debug)]
+struct Boom(&'static str);
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+impl std::error::Error for Boom {}
+
+fn ok(b: &CircuitBreaker) -> Result<(), CallError<Boom>> {
+    b.call(|| Ok(()))
+}
+
+fn fail(b: &CircuitBreaker) -> Result<(), CallError<Boom>> {
+    b.call(|| Err(Boom("boom")))
+}
+
+/// A call that takes `d` on the manual clock.
+fn timed(b: &CircuitBreaker, clock: &ManualClock, d: Duration, failed: bool) -> bool {
+    b.call(|| {
+        clock.advance(d);
+        if failed {
+            Err(Boom("slow boom"))
+        } else {
+            Ok(())
+        }
+    })
+    .is_err_and(|e| e.is_rejected())
+}
+
+fn rejected(r: Result<(), CallError<Boom>>) -> crate::CircuitOpenError {
+    match r {
+        Err(CallError::Rejected(open)) => open,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+/// Trips a small breaker: count window 2, minimum 2, one probe per round.
+fn small() -> ConfigBuilder {
+    cfg()
+        .minimum_number_of_calls(2)
+        .sliding_window(SlidingWindow::count(2))
+        .wait_duration_in_open(secs(10.0))
+        .permitted_calls_in_half_open(1)
+}
+
+fn trip(b: &CircuitBreaker) {
+    while b.state() == State::Closed {
+        let _ = fail(b);
+    }
+    assert_eq!(b.state(), State::Open);
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// A future that is pending the first time it is polled.
+struct YieldOnce(bool);
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            Poll::Pending
+        }
+    }
+}
+
+// ---- R3: construction -------------------------------------------------------
+
+#[test]
+fn r3_1_initial_state_must_be_stable() {
+    for state in [State::Open, State::HalfOpen] {
+        let err = CircuitBreaker::builder("x")
+            .initial_state(state)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.field(), "initial_state");
+    }
+    for state in [
+        State::Closed,
+        State::ForcedOpen,
+        State::Disabled,
+        State::MetricsOnly,
+    ] {
+        let (b, _, log) = make_with(cfg(), state);
+        assert_eq!(b.state(), state);
+        // R3.2: construction is not a transition.
+        assert!(take(&log).is_empty());
+        assert_eq!(b.generation(), 0); // R3.3
+        assert_eq!(b.snapshot(), Snapshot::default());
+    }
+}
+
+// ---- R4: the call pipeline ---------------------------------------------------
+
+#[test]
+fn r4_3_slow_is_inclusive_and_measured_on_the_injected_clock() {
+    let (b, clock, log) = make(cfg().slow_call_duration_threshold(secs(1.0)));
+    timed(&b, &clock, secs(1.0), false);
+    timed(&b, &clock, secs(0.999), false);
+    timed(&b, &clock, secs(2.0), true);
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 3,
+            failed_calls: 1,
+            slow_calls: 2
+        }
+    );
+    assert_eq!(
+        take(&log),
+        [
+            "svc: recorded slow_success (1.000s)",
+            "svc: recorded success (0.999s)",
+            "svc: recorded slow_failure (2.000s)",
+        ]
+    );
+}
+
+#[test]
+fn r4_4_classifier_forgives_errors_and_results_can_fail() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder("svc")
+        .clock(clock)
+        .classifier(|e| {
+            if e.to_string() == "not found" {
+                Verdict::Success
+            } else {
+                Verdict::Failure
+            }
+        })
+        .build()
+        .unwrap();
+    let r = b.call(|| Err::<(), _>(Boom("not found")));
+    assert_eq!(r.unwrap_err().into_inner().unwrap().0, "not found"); // still returned
+    assert_eq!(b.snapshot().failed_calls, 0);
+    assert!(
+        b.last_failure().is_none(),
+        "a forgiven error is not a last failure"
+    );
+    // A per-call classifier can fail an Ok result; no error, so no last failure.
+    let r = b.call_classified(
+        || Ok::<u16, Boom>(503),
+        |r| match r {
+            Ok(&s) if s >= 500 => Verdict::Failure,
+            _ => Verdict::Success,
+        },
+    );
+    assert_eq!(r.unwrap(), 503);
+    assert_eq!(b.snapshot().failed_calls, 1);
+    assert!(b.last_failure().is_none());
+}
+
+#[test]
+fn r4_5_a_panicking_call_is_cancelled_not_recorded() {
+    let (b, clock, log) = make(small());
+    trip(&b);
+    clock.advance(secs(10.0));
+    take(&log);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = b.call(|| -> Result<(), Boom> { panic!("user bug") });
+    }));
+    assert!(caught.is_err());
+    // The probe's slot came back: the next call is admitted as a probe.
+    assert_eq!(b.probes(), ProbeCounters::default());
+    assert_eq!(take(&log), ["svc: state open -> half_open"]);
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r4_5_a_dropped_future_is_cancelled_and_gives_its_probe_slot_back() {
+    let (b, clock, log) = make(small());
+    trip(&b);
+    clock.advance(secs(10.0));
+    take(&log);
+    {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut fut = Box::pin(b.call_async(|| async {
+            YieldOnce(false).await;
+            Ok::<_, Boom>(())
+        }));
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(b.probes().in_flight, 1);
+        // While the probe is in flight, the concurrency cap holds.
+        assert!(rejected(ok(&b)).retry_after().is_none());
+    } // dropped
+    assert_eq!(b.probes(), ProbeCounters::default());
+    let events = take(&log);
+    assert_eq!(
+        events,
+        [
+            "svc: state open -> half_open",
+            "svc: call rejected (half_open)"
+        ]
+    );
+    block_on(b.call_async(|| async { Ok::<_, Boom>(()) })).unwrap();
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r4_6_permits_settle_independently_in_any_order() {
+    let (b, _, _) = make(
+        cfg()
+            .minimum_number_of_calls(3)
+            .sliding_window(SlidingWindow::count(3)),
+    );
+    let p1 = b.acquire().unwrap();
+    let p2 = b.acquire().unwrap();
+    let p3 = b.acquire().unwrap();
+    p3.failure();
+    p1.finish(&Err::<(), _>(Boom("late")));
+    assert_eq!(b.last_failure().unwrap().message(), "late");
+    p2.success();
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 3,
+            failed_calls: 2,
+            slow_calls: 0
+        }
+    );
+    assert_eq!(b.state(), State::Open);
+}
+
+// ---- R5: windows keep or drop their contents on transitions ---------------
+
+#[test]
+fn r5_3_window_survives_trip_and_overrides_and_is_fresh_on_close() {
+    let (b, clock, _) = make(small());
+    trip(&b);
+    let tripped = Snapshot {
+        total_calls: 2,
+        failed_calls: 2,
+        slow_calls: 0,
+    };
+    assert_eq!(b.snapshot(), tripped);
+    clock.advance(secs(10.0));
+    let probe = b.acquire().unwrap(); // HALF_OPEN
+    assert_eq!(b.snapshot(), tripped);
+    probe.success(); // round passes: fresh window
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot(), Snapshot::default());
+    let _ = fail(&b);
+    for op in [CircuitBreaker::force_open, CircuitBreaker::disable] {
+        op(&b);
+        assert_eq!(b.snapshot().total_calls, 1);
+    }
+    b.metrics_only();
+    ok(&b).unwrap(); // R5.4: METRICS_ONLY adds to the existing contents
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 2,
+            failed_calls: 1,
+            slow_calls: 0
+        }
+    );
+    b.disable();
+    ok(&b).unwrap(); // DISABLED writes nothing
+    assert_eq!(b.snapshot().total_calls, 2);
+    b.reset();
+    assert_eq!(b.snapshot(), Snapshot::default());
+}
+
+#[test]
+fn r5_3_time_window_drains_while_disabled() {
+    let (b, clock, _) = make(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(5)))
+            .minimum_number_of_calls(100),
+    );
+    let _ = fail(&b);
+    b.disable();
+    assert_eq!(b.snapshot().total_calls, 1);
+    clock.advance(secs(5.0));
+    assert_eq!(b.snapshot().total_calls, 0);
+}
+
+// ---- R6: admission by state -------------------------------------------------
+
+#[test]
+fn r6_open_rejects_with_retry_after_then_lazily_admits_the_first_probe() {
+    let (b, clock, log) = make(small());
+    trip(&b);
+    take(&log);
+    clock.advance(secs(4.0));
+    let open = rejected(ok(&b));
+    assert_eq!(open.retry_after(), Some(secs(6.0)));
+    assert_eq!(open.state(), State::Open);
+    assert_eq!(open.to_string(), "circuit 'svc' is open; retry in ~6.000s");
+    assert_eq!(open.last_failure().unwrap().message(), "boom");
+    clock.advance(secs(6.0));
+    // R6.3: lazy; R6.2: zero once elapsed.
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.retry_after(), Some(Duration::ZERO));
+    ok(&b).unwrap(); // the triggering call is the first probe (inclusive check)
+    assert_eq!(
+        take(&log),
+        [
+            "svc: call rejected (open)",
+            "svc: state open -> half_open", // R13.4: at admission, before the call runs
+            "svc: recorded success (0.000s)",
+            "svc: state half_open -> closed",
+        ]
+    );
+    assert_eq!(b.retry_after(), None);
+}
+
+#[test]
+fn r6_forced_open_rejects_forever_without_estimate() {
+    let (b, clock, log) = make(cfg());
+    b.force_open();
+    clock.advance(secs(1e6));
+    let open = rejected(ok(&b));
+    assert_eq!(open.retry_after(), None);
+    assert_eq!(open.state(), State::ForcedOpen);
+    assert_eq!(
+        take(&log),
+        [
+            "svc: state closed -> forced_open",
+            "svc: call rejected (forced_open)"
+        ]
+    );
+}
+
+// ---- R7: when a trip happens ------------------------------------------------
+
+#[test]
+fn r7_1_exact_threshold_trips_and_minimum_calls_gate() {
+    // 1 failure of 2 at threshold 0.5 trips (>=).
+    let (b, _, _) = make(
+        cfg()
+            .minimum_number_of_calls(2)
+            .sliding_window(SlidingWindow::count(10)),
+    );
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Closed, "gated: 1 call < minimum 2");
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Open);
+
+    // 0.3 threshold trips at exactly 3 of 10 (R1.3).
+    let (b, _, _) = make(
+        cfg()
+            .failure_rate_threshold(0.3)
+            .sliding_window(SlidingWindow::count(10)),
+    );
+    for _ in 0..7 {
+        ok(&b).unwrap();
+    }
+    for _ in 0..2 {
+        let _ = fail(&b);
+    }
+    assert_eq!(b.state(), State::Closed);
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn r7_1_trip_is_evaluated_only_on_closed_records_not_on_time() {
+    let (b, clock, _) = make(
+        cfg()
+            .minimum_number_of_calls(2)
+            .sliding_window(SlidingWindow::time(Duration::from_secs(2))),
+    );
+    ok(&b).unwrap();
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Open); // 1 of 2
+    b.reset();
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    clock.advance(secs(2.0)); // R7.2: the successes leave the window
+    let _ = fail(&b);
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "gate uses the current in-window total"
+    );
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn r7_3_all_slow_window_trips_at_default_slow_threshold() {
+    let (b, clock, _) = make(
+        cfg()
+            .minimum_number_of_calls(3)
+            .sliding_window(SlidingWindow::count(3))
+            .slow_call_duration_threshold(secs(1.0)),
+    );
+    timed(&b, &clock, secs(1.0), false);
+    timed(&b, &clock, secs(1.0), false);
+    assert_eq!(
+        b.snapshot().failure_rate(),
+        0.0,
+        "a slow success is a success"
+    );
+    timed(&b, &clock, secs(0.5), false);
+    assert_eq!(b.state(), State::Closed); // 2 of 3 slow
+    timed(&b, &clock, secs(1.0), false);
+    timed(&b, &clock, secs(1.0), false);
+    assert_eq!(b.state(), State::Closed); // the fast call is still in the window
+    timed(&b, &clock, secs(1.0), false);
+    assert_eq!(b.state(), State::Open); // every call in the window is slow
+}
+
+#[test]
+fn r7_metrics_only_never_trips() {
+    let (b, _, log) = make_with(small(), State::MetricsOnly);
+    for _ in 0..10 {
+        let _ = fail(&b);
+    }
+    assert_eq!(b.state(), State::MetricsOnly);
+    assert_eq!(b.snapshot().failed_calls, 2);
+    assert!(
+        take(&log)
+            .iter()
+            .all(|e| e.starts_with("svc: recorded failure"))
+    );
+}
+
+// ---- R8: probe rounds -------------------------------------------------------
+
+fn round_config(permitted: u32, concurrent: u32) -> ConfigBuilder {
+    small()
+        .permitted_calls_in_half_open(permitted)
+        .max_concurrent_probes(concurrent)
+}
+
+#[test]
+fn r8_3_round_decided_at_the_permitted_verdict_on_rates() {
+    // 1 failure + 1 slow of 3 with thresholds 0.5 closes.
+    let (b, clock, _) = make(
+        round_config(3, 3)
+            .slow_call_duration_threshold(secs(1.0))
+            .slow_call_rate_threshold(0.5),
+    );
+    trip(&b);
+    clock.advance(secs(10.0));
+    let _ = fail(&b);
+    timed(&b, &clock, secs(1.0), false);
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(b.probes().completed, 2);
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Closed);
+
+    // 2 failures of 3 re-open, with the wait restarting from the decision.
+    trip(&b);
+    clock.advance(secs(10.0));
+    let _ = fail(&b);
+    let _ = fail(&b);
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.retry_after(), Some(secs(10.0)));
+}
+
+#[test]
+fn r8_3_minimum_calls_gate_does_not_apply_to_rounds() {
+    let (b, clock, _) = make(
+        cfg()
+            .minimum_number_of_calls(50)
+            .permitted_calls_in_half_open(1)
+            .wait_duration_in_open(secs(1.0)),
+    );
+    b.force_open();
+    b.reset();
+    // Build an OPEN by tripping a window of 50 failures.
+    for _ in 0..50 {
+        let _ = fail(&b);
+    }
+    assert_eq!(b.state(), State::Open);
+    clock.advance(secs(1.0));
+    let _ = fail(&b); // one failed probe decides the round
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn r8_6_both_probe_caps_hold() {
+    let (b, clock, _) = make(round_config(3, 2));
+    trip(&b);
+    clock.advance(secs(10.0));
+    let p1 = b.acquire().unwrap();
+    let p2 = b.acquire().unwrap();
+    assert!(p1.is_probe() && p2.is_probe());
+    // max_concurrent_probes = 2 in flight.
+    assert_eq!(b.acquire().unwrap_err().retry_after(), None); // R8.7
+    p1.success();
+    let p3 = b.acquire().unwrap(); // a settled probe frees one slot
+    p2.success();
+    // permitted = 3 admissions, settled ones included: no fourth.
+    assert!(b.acquire().is_err());
+    assert_eq!(
+        b.probes(),
+        ProbeCounters {
+            admitted: 3,
+            in_flight: 1,
+            completed: 2,
+            failures: 0,
+            slows: 0,
+            inconclusive: 0
+        }
+    );
+    p3.success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r8_8_stale_outcomes_are_reported_but_ignored_by_the_machine() {
+    let (b, clock, log) = make(round_config(2, 2));
+    let closed_era = b.acquire().unwrap();
+    trip(&b);
+    clock.advance(secs(10.0));
+    let probe = b.acquire().unwrap();
+    take(&log);
+    // A CLOSED-era failure settling in HALF_OPEN is not a probe verdict...
+    closed_era.finish(&Err::<(), _>(Boom("stale")));
+    assert_eq!(b.probes().completed, 0);
+    // ...but it is still reported and still the last failure.
+    assert_eq!(take(&log), ["svc: recorded failure (10.000s)"]);
+    assert_eq!(b.last_failure().unwrap().message(), "stale");
+    // A probe settling after reset() does not pollute the fresh window.
+    let gen_before = b.generation();
+    b.reset();
+    assert!(b.generation() > gen_before);
+    probe.failure();
+    assert_eq!(b.snapshot(), Snapshot::default());
+    // A call in flight across a reset from CLOSED is dropped too.
+    let across = b.acquire().unwrap();
+    b.reset();
+    across.failure();
+    assert_eq!(b.snapshot(), Snapshot::default());
+}
+
+#[test]
+fn r8_8_every_transition_and_override_bumps_the_generation() {
+    let (b, clock, log) = make(small());
+    let mut last = b.generation();
+    let mut bumped = |b: &CircuitBreaker| {
+        let g = b.generation();
+        assert!(g > last, "generation did not move: {g} <= {last}");
+        last = g;
+    };
+    b.reset(); // even from CLOSED
+    bumped(&b);
+    b.force_open();
+    bumped(&b);
+    b.force_open(); // even when already there...
+    bumped(&b);
+    b.reset();
+    bumped(&b);
+    trip(&b);
+    bumped(&b);
+    clock.advance(secs(10.0));
+    let p = b.acquire().unwrap();
+    bumped(&b);
+    p.success();
+    bumped(&b);
+    for op in [
+        CircuitBreaker::disable,
+        CircuitBreaker::disable,
+        CircuitBreaker::metrics_only,
+    ] {
+        op(&b);
+        bumped(&b);
+    }
+    // ...but a repeated override emits one state change (R13.4).
+    let forced: Vec<_> = take(&log)
+        .into_iter()
+        .filter(|e| e.contains("-> forced_open"))
+        .collect();
+    assert_eq!(forced.len(), 1);
+}
+
+#[test]
+fn r8_9_release_returns_slot_and_budget_only_for_current_probes() {
+    let (b, clock, _) = make(round_config(2, 1));
+    let closed_era = b.acquire().unwrap();
+    trip(&b);
+    clock.advance(secs(10.0));
+    let p = b.acquire().unwrap();
+    drop(closed_era); // not a probe: nothing happens
+    assert_eq!(b.probes().in_flight, 1);
+    drop(p);
+    assert_eq!(b.probes(), ProbeCounters::default());
+    let p = b.acquire().unwrap();
+    p.success();
+    let p = b.acquire().unwrap();
+    let _ = p; // still in flight
+    b.force_open(); // a probe of a previous generation...
+    drop(b.acquire()); // (rejected)
+    b.reset();
+    // ...cannot be released into the new state: nothing to check but no panic
+    assert_eq!(b.probes(), ProbeCounters::default());
+}
+
+// ---- R9: inconclusive probes -----------------------------------------------
+
+#[test]
+fn r9_inconclusive_probes_hand_back_their_slot_and_end_the_round_eventually() {
+    let (b, clock, log) = make(round_config(3, 1));
+    trip(&b);
+    clock.advance(secs(10.0));
+    b.acquire().unwrap().inconclusive();
+    assert_eq!(b.probes().admitted, 0);
+    assert_eq!(b.probes().inconclusive, 1);
+    b.acquire().unwrap().success();
+    b.acquire().unwrap().record(Verdict::Inconclusive);
+    assert_eq!(b.state(), State::HalfOpen);
+    take(&log);
+    // The third inconclusive probe of the round (cumulative, R9.4) re-opens,
+    // even though one probe succeeded (§19.4).
+    b.acquire()
+        .unwrap()
+        .finish_with(Verdict::Inconclusive, &Boom("pool exhausted"));
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.last_failure().unwrap().message(), "pool exhausted");
+    assert_eq!(
+        take(&log),
+        [
+            "svc: recorded failure (0.000s)",
+            "svc: state half_open -> open"
+        ]
+    );
+}
+
+#[test]
+fn r9_2_inconclusive_counts_as_failure_when_closed() {
+    let (b, _, _) = make(small());
+    b.acquire().unwrap().inconclusive();
+    b.acquire().unwrap().inconclusive();
+    assert_eq!(b.snapshot().failed_calls, 2);
+    assert_eq!(b.state(), State::Open);
+}
+
+// ---- R10: backoff -------------------------------------------------------------
+
+#[test]
+fn r10_backoff_grows_per_failed_round_caps_and_resets() {
+    let (b, clock, _) = make(
+        small()
+            .wait_duration_in_open(secs(5.0))
+            .wait_duration_backoff_multiplier(2.0)
+            .wait_duration_in_open_max(secs(120.0)),
+    );
+    trip(&b);
+    assert_eq!(b.retry_after(), Some(secs(5.0))); // R10.2: a trip waits the base
+    let mut waits = vec![];
+    for _ in 0..7 {
+        let wait = b.retry_after().unwrap();
+        clock.advance(wait);
+        let _ = fail(&b); // the probe fails: the round fails
+        waits.push(b.retry_after().unwrap().as_secs());
+    }
+    assert_eq!(waits, [10, 20, 40, 80, 120, 120, 120]);
+    // D3: an all-inconclusive re-open neither counts nor resets.
+    clock.advance(secs(120.0));
+    b.acquire().unwrap().inconclusive();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.retry_after(), Some(secs(120.0)));
+    // A passing round resets the count: the next trip waits the base again.
+    clock.advance(secs(120.0));
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Closed);
+    trip(&b);
+    assert_eq!(b.retry_after(), Some(secs(5.0)));
+    // So does reset().
+    clock.advance(secs(5.0));
+    let _ = fail(&b);
+    assert_eq!(b.retry_after(), Some(secs(10.0)));
+    b.reset();
+    trip(&b);
+    assert_eq!(b.retry_after(), Some(secs(5.0)));
+}
+
+// ---- R11: overrides, reset, last_failure ------------------------------------
+
+#[test]
+fn r11_1_disable_admits_everything_records_nothing_but_listeners_see_calls() {
+    let (b, _, log) = make(small());
+    b.disable();
+    take(&log);
+    for _ in 0..5 {
+        let _ = fail(&b);
+    }
+    assert_eq!(b.state(), State::Disabled);
+    assert_eq!(b.snapshot(), Snapshot::default());
+    assert_eq!(take(&log).len(), 5);
+    assert_eq!(b.last_failure().unwrap().message(), "boom"); // R11.3: any state
+}
+
+#[test]
+fn r11_2_reset_always_emits_reset_after_the_state_change() {
+    let (b, _, log) = make(small());
+    b.reset();
+    assert_eq!(take(&log), ["svc: reset"]);
+    trip(&b);
+    take(&log);
+    b.reset();
+    assert_eq!(take(&log), ["svc: state open -> closed", "svc: reset"]);
+    assert!(b.last_failure().is_none());
+}
+
+#[test]
+fn r11_3_last_failure_survives_everything_but_reset() {
+    let (b, clock, _) = make(small());
+    trip(&b);
+    clock.advance(secs(10.0));
+    ok(&b).unwrap(); // passing round
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.last_failure().unwrap().message(), "boom");
+    b.force_open();
+    b.disable();
+    b.metrics_only();
+    assert_eq!(
+        b.last_failure().unwrap().type_name(),
+        std::any::type_name::<Boom>()
+    );
+    b.reset();
+    assert!(b.last_failure().is_none());
+    // A rejection reads it when asked.
+    let _ = fail(&b);
+    b.force_open();
+    let open = rejected(ok(&b));
+    assert_eq!(open.last_failure().unwrap().to_string(), "boom");
+}
+
+// ---- R12: the auto_transition timer ------------------------------------------
+
+/// Polls `done` against a real-time deadline (the timer thread runs on real time).
+fn wait_for(mut done: impl FnMut() -> bool) -> bool {
+    use crate::{Clock, MonotonicClock};
+    let deadline = MonotonicClock.now() + Duration::from_secs(10);
+    while MonotonicClock.now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    done()
+}
+
+#[test]
+fn r12_timer_moves_open_to_half_open_without_admitting() {
+    let (b, clock, log) = make(
+        small()
+            .wait_duration_in_open(secs(0.02))
+            .auto_transition(true),
+    );
+    trip(&b);
+    take(&log);
+    clock.advance(secs(0.02));
+    assert!(
+        wait_for(|| b.state() == State::HalfOpen),
+        "the timer never fired"
+    );
+    assert_eq!(take(&log), ["svc: state open -> half_open"]);
+    assert_eq!(b.probes(), ProbeCounters::default()); // no probe admitted
+    ok(&b).unwrap(); // the first real call is the first probe
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r12_2_timer_does_nothing_if_the_injected_clock_has_not_elapsed() {
+    let (b, _, _) = make(
+        small()
+            .wait_duration_in_open(secs(0.01))
+            .auto_transition(true),
+    );
+    trip(&b);
+    // Real time passes, the manual clock does not: the timer fires, sees the
+    // wait not elapsed, and leaves the lazy path in charge.
+    assert!(wait_for(|| b.inner.timer.lock().unwrap().key.is_none()
+        || crate::breaker::timer::Scheduler::global().pending() == 0));
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn r12_3_reset_cancels_the_timer_and_close_forbids_it() {
+    let (b, clock, log) = make(
+        small()
+            .wait_duration_in_open(secs(0.02))
+            .auto_transition(true),
+    );
+    trip(&b);
+    assert!(b.inner.timer.lock().unwrap().key.is_some());
+    b.reset();
+    assert!(b.inner.timer.lock().unwrap().key.is_none());
+    b.close();
+    b.close(); // idempotent
+    assert!(b.is_shut_down());
+    trip(&b);
+    assert!(
+        b.inner.timer.lock().unwrap().key.is_none(),
+        "closed breakers arm no timer"
+    );
+    clock.advance(secs(1.0));
+    take(&log);
+    ok(&b).unwrap(); // the lazy path still works
+    assert_eq!(take(&log)[0], "svc: state open -> half_open");
+}
+
+// ---- R13: listeners -----------------------------------------------------------
+
+#[test]
+fn r13_2_a_panicking_listener_changes_nothing() {
+    let seen: Log = Arc::default();
+    let sink = seen.clone();
+    let b = CircuitBreaker::builder("svc")
+        .config(small().build().unwrap())
+        .clock(ManualClock::new())
+        .listener(|_: &Event<'_>| panic!("exporter bug"))
+        .listener(move |e: &Event<'_>| sink.lock().unwrap().push(e.kind().to_owned()))
+        .build()
+        .unwrap();
+    assert_eq!(b.call(|| Ok::<_, Boom>(7)).unwrap(), 7);
+    assert_eq!(fail(&b).unwrap_err().into_inner().unwrap().0, "boom");
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["call_recorded", "call_recorded", "state_changed"],
+        "later listeners still run"
+    );
+}
+
+#[test]
+fn r13_6_a_concurrent_trip_emits_exactly_one_state_change() {
+    for _ in 0..20 {
+        let (b, _, log) = make(
+            cfg()
+                .minimum_number_of_calls(8)
+                .sliding_window(SlidingWindow::count(8)),
+        );
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let b = b.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let permit = b.acquire().unwrap();
+                    barrier.wait();
+                    permit.failure();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let changes: Vec<_> = take(&log)
+            .into_iter()
+            .filter(|e| e.contains("state"))
+            .collect();
+        assert_eq!(changes, ["svc: state closed -> open"]);
+    }
+}
+
+#[test]
+fn outcome_flags_and_call_error_helpers() {
+    assert_eq!(Outcome::from_flags(false, true), Outcome::SlowSuccess);
+    let (b, _, _) = make(cfg());
+    b.force_open();
+    let err = ok(&b).unwrap_err();
+    assert!(err.is_rejected());
+    assert!(err.rejected().is_some());
+    assert!(err.clone().into_inner().is_none());
+    assert!(err.map_inner(|_| 1).is_rejected());
+    let inner: CallError<Boom> = CallError::Inner(Boom("x"));
+    assert_eq!(inner.to_string(), "x");
+    assert!(inner.rejected().is_none());
+}

@@ -71,8 +71,14 @@ impl Scheduler {
             q.thread = true;
         }
         q.next_id += 1;
-        let key = TimerKey { deadline, id: q.next_id };
-        let is_first = q.entries.first_key_value().is_none_or(|(first, _)| key < *first);
+        let key = TimerKey {
+            deadline,
+            id: q.next_id,
+        };
+        let is_first = q
+            .entries
+            .first_key_value()
+            .is_none_or(|(first, _)| key < *first);
         q.entries.insert(key, Entry { target, generation });
         drop(q);
         if is_first {
@@ -82,12 +88,20 @@ impl Scheduler {
     }
 
     pub(crate) fn cancel(&self, key: TimerKey) {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).entries.remove(&key);
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entries
+            .remove(&key);
     }
 
     #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).entries.len()
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entries
+            .len()
     }
 
     fn run(&self) {
@@ -100,10 +114,16 @@ impl Scheduler {
             let current = now();
             if key.deadline > current {
                 let wait = key.deadline - current;
-                q = self.wake.wait_timeout(q, wait).unwrap_or_else(PoisonError::into_inner).0;
+                q = self
+                    .wake
+                    .wait_timeout(q, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
                 continue;
             }
-            let Some(entry) = q.entries.remove(&key) else { continue };
+            let Some(entry) = q.entries.remove(&key) else {
+                continue;
+            };
             drop(q);
             if let Some(target) = entry.target.upgrade() {
                 target.fire(entry.generation);
