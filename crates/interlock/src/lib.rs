@@ -66,6 +66,7 @@ mod logging;
 mod machine;
 mod policy;
 mod registry;
+mod sync;
 mod window;
 
 pub use breaker::{CircuitBreaker, CircuitBreakerBuilder, Permit};
@@ -80,6 +81,6 @@ pub use logging::LoggingEventListener;
 pub use machine::{
     Admission, Machine, Outcome, ParseStateError, ProbeCounters, Refusal, State, Transition,
 };
-pub use policy::{HalfOpenPolicy, TripPolicy};
+pub use policy::{HalfOpenPolicy, MAX_FAILURES_WITHIN, TripPolicy};
 pub use registry::{Registry, RegistryBuilder};
 pub use window::Snapshot;

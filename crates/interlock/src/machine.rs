@@ -5,6 +5,7 @@
 //! [`CircuitBreaker`](crate::CircuitBreaker) only has to lock, call, unlock
 //! and then publish what came back.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -246,21 +247,62 @@ pub struct ProbeCounters {
     pub inconclusive: u32,
 }
 
+/// The trip policy's own memory (the window is shared by every policy).
 #[derive(Clone, Debug)]
 enum TripState {
     Rate,
+    Consecutive { threshold: u32, count: u32 },
+    Within { failures: usize, period: Duration, times: VecDeque<Timestamp> },
 }
 
 impl TripState {
     fn new(policy: TripPolicy) -> Self {
         match policy {
-            TripPolicy::FailureRate => TripState::Rate,
+            TripPolicy::ConsecutiveFailures { threshold } => {
+                TripState::Consecutive { threshold, count: 0 }
+            }
+            TripPolicy::FailuresWithin { failures, period } => TripState::Within {
+                failures: failures as usize,
+                period,
+                times: VecDeque::with_capacity(failures as usize),
+            },
+            // `FailureRate` and any later rate-based policy.
+            _ => TripState::Rate,
         }
     }
 
     fn clear(&mut self) {
         match self {
             TripState::Rate => {}
+            TripState::Consecutive { count, .. } => *count = 0,
+            TripState::Within { times, .. } => times.clear(),
+        }
+    }
+
+    /// Counts `outcome` and says whether the policy's own rule trips.
+    fn failure_rule(&mut self, now: Timestamp, outcome: Outcome, s: &Snapshot, c: &Config) -> bool {
+        match self {
+            TripState::Rate => {
+                s.total_calls >= u64::from(c.minimum_number_of_calls)
+                    && s.failure_rate() >= c.failure_rate_threshold
+            }
+            TripState::Consecutive { threshold, count } => {
+                *count = if outcome.is_failure() { count.saturating_add(1) } else { 0 };
+                *count >= *threshold
+            }
+            TripState::Within { failures, period, times } => {
+                if !outcome.is_failure() {
+                    return false;
+                }
+                if times.len() == *failures {
+                    times.pop_front();
+                }
+                times.push_back(now);
+                while times.front().is_some_and(|&t| now.saturating_duration_since(t) > *period) {
+                    times.pop_front();
+                }
+                times.len() >= *failures
+            }
         }
     }
 }
@@ -290,6 +332,7 @@ pub struct Machine {
     generation: u64,
     opened_at: Timestamp,
     open_wait: Duration,
+    half_open_since: Timestamp,
     failed_rounds: u32,
     round: ProbeCounters,
     window: Window,
@@ -323,6 +366,7 @@ impl Machine {
             state: initial,
             generation: 0,
             opened_at: Timestamp::ZERO,
+            half_open_since: Timestamp::ZERO,
             failed_rounds: 0,
             round: ProbeCounters::default(),
             window,
@@ -422,7 +466,7 @@ impl Machine {
                         retry_after: Some(self.open_until().saturating_duration_since(now)),
                     });
                 }
-                let transition = self.enter_half_open();
+                let transition = self.enter_half_open(now);
                 self.admit_probe();
                 Ok((
                     Admission {
@@ -433,6 +477,14 @@ impl Machine {
                 ))
             }
             State::HalfOpen => {
+                if self.round_stalled(now) {
+                    // Every slot taken, no verdict a whole wait later: a
+                    // probe never reported back. Start over (same state, new
+                    // generation, so the lost probes' outcomes are stale).
+                    self.generation += 1;
+                    self.round = ProbeCounters::default();
+                    self.half_open_since = now;
+                }
                 if self.round.in_flight < self.config.max_concurrent_probes
                     && self.round.admitted < self.config.permitted_calls_in_half_open
                 {
@@ -514,10 +566,18 @@ impl Machine {
     /// that period is still current and its wait has elapsed.
     pub fn on_timer(&mut self, now: Timestamp, generation: u64) -> Option<Transition> {
         if self.state == State::Open && self.generation == generation && now >= self.open_until() {
-            Some(self.enter_half_open())
+            Some(self.enter_half_open(now))
         } else {
             None
         }
+    }
+
+    /// Only the consecutive-successes policy restarts a stalled round.
+    fn round_stalled(&self, now: Timestamp) -> bool {
+        matches!(self.config.half_open_policy, HalfOpenPolicy::ConsecutiveSuccesses { .. })
+            && self.round.admitted >= self.config.permitted_calls_in_half_open
+            && now.saturating_duration_since(self.half_open_since)
+                >= self.config.wait_duration_in_open
     }
 
     fn admit_probe(&mut self) {
@@ -525,16 +585,14 @@ impl Machine {
         self.round.in_flight += 1;
     }
 
-    fn should_trip(&mut self, now: Timestamp, _outcome: Outcome) -> bool {
+    /// R7.1: evaluated on every CLOSED record. The slow-call rule holds
+    /// under every trip policy.
+    fn should_trip(&mut self, now: Timestamp, outcome: Outcome) -> bool {
         let s = self.window.snapshot(now);
-        let gated = s.total_calls >= u64::from(self.config.minimum_number_of_calls);
-        match self.trip {
-            TripState::Rate => {
-                gated
-                    && (s.failure_rate() >= self.config.failure_rate_threshold
-                        || s.slow_call_rate() >= self.config.slow_call_rate_threshold)
-            }
-        }
+        let policy = self.trip.failure_rule(now, outcome, &s, &self.config);
+        policy
+            || (s.total_calls >= u64::from(self.config.minimum_number_of_calls)
+                && s.slow_call_rate() >= self.config.slow_call_rate_threshold)
     }
 
     fn record_probe(
@@ -555,23 +613,33 @@ impl Machine {
         self.round.completed += 1;
         self.round.failures += u32::from(outcome.is_failure());
         self.round.slows += u32::from(outcome.is_slow());
-        match self.config.half_open_policy {
-            HalfOpenPolicy::ProbeRound => {
+        let failed = match self.config.half_open_policy {
+            HalfOpenPolicy::ConsecutiveSuccesses { successes } => {
+                if outcome.is_failure() || outcome.is_slow() {
+                    true
+                } else if self.round.completed >= successes {
+                    false
+                } else {
+                    return None;
+                }
+            }
+            // `ProbeRound` and any later round-based policy.
+            _ => {
                 if self.round.completed < permitted {
                     return None;
                 }
                 let completed = u64::from(self.round.completed);
-                let failed = rate(u64::from(self.round.failures), completed)
+                rate(u64::from(self.round.failures), completed)
                     >= self.config.failure_rate_threshold
                     || rate(u64::from(self.round.slows), completed)
-                        >= self.config.slow_call_rate_threshold;
-                if failed {
-                    self.failed_rounds = self.failed_rounds.saturating_add(1);
-                    Some(self.open(now, State::HalfOpen))
-                } else {
-                    self.enter_closed()
-                }
+                        >= self.config.slow_call_rate_threshold
             }
+        };
+        if failed {
+            self.failed_rounds = self.failed_rounds.saturating_add(1);
+            Some(self.open(now, State::HalfOpen))
+        } else {
+            self.enter_closed()
         }
     }
 
@@ -586,8 +654,9 @@ impl Machine {
         })
     }
 
-    fn enter_half_open(&mut self) -> Transition {
+    fn enter_half_open(&mut self, now: Timestamp) -> Transition {
         self.round = ProbeCounters::default();
+        self.half_open_since = now;
         self.move_to(State::HalfOpen).unwrap_or(Transition {
             from: State::Open,
             to: State::HalfOpen,

@@ -19,7 +19,75 @@ use crate::error::ConfigError;
 use crate::event::{EventListener, into_arc};
 use crate::machine::State;
 
-type Table = HashMap<Box<str>, CircuitBreaker>;
+type Table = HashMap<Box<str>, CircuitBreaker, NameHash>;
+
+/// A fast string hash for breaker names, seeded per registry from std's
+/// random keys (a lookup hashes a short name in a few instructions, where
+/// SipHash spends most of a registry hit). Names come from the
+/// application's own configuration or from the hosts it calls, not from
+/// arbitrary clients; the seed keeps collisions unpredictable all the same.
+#[derive(Clone, Copy, Debug)]
+struct NameHash {
+    seed: u64,
+}
+
+impl NameHash {
+    fn new() -> Self {
+        use std::hash::BuildHasher;
+        NameHash { seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1 }
+    }
+}
+
+impl std::hash::BuildHasher for NameHash {
+    type Hasher = NameHasher;
+    fn build_hasher(&self) -> NameHasher {
+        NameHasher { hash: self.seed }
+    }
+}
+
+#[derive(Debug)]
+struct NameHasher {
+    hash: u64,
+}
+
+impl NameHasher {
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(26) ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl std::hash::Hasher for NameHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        // Spread the high bits down: hashbrown uses the top 7 bits as tags.
+        let h = self.hash;
+        h ^ (h >> 29) ^ (h >> 47)
+    }
+}
 
 /// Creates and caches named breakers that share a config, clock,
 /// classifier, listeners and initial state.
@@ -51,6 +119,7 @@ struct RegistryInner {
     epoch: AtomicU64,
     /// The table readers copy: every name up to the last publication.
     published: Mutex<(u64, Arc<Table>)>,
+    hash: NameHash,
     all: Mutex<All>,
     template: Template,
 }
@@ -111,11 +180,13 @@ impl Registry {
     }
 
     fn from_template(template: Template) -> Self {
+        let hash = NameHash::new();
         Registry {
             inner: Arc::new(RegistryInner {
                 id: next_registry_id(),
                 epoch: AtomicU64::new(0),
-                published: Mutex::new((0, Arc::new(Table::new()))),
+                published: Mutex::new((0, Arc::new(Table::with_hasher(hash)))),
+                hash,
                 all: Mutex::new(All {
                     order: Vec::new(),
                     index: HashMap::new(),
@@ -312,11 +383,8 @@ impl Registry {
         if all.unpublished == 0 {
             return;
         }
-        let table: Table = all
-            .order
-            .iter()
-            .map(|(name, b)| (name.clone(), b.clone()))
-            .collect();
+        let mut table = Table::with_capacity_and_hasher(all.order.len(), self.inner.hash);
+        table.extend(all.order.iter().map(|(name, b)| (name.clone(), b.clone())));
         all.published_len = table.len();
         all.unpublished = 0;
         let mut published = self

@@ -9,8 +9,8 @@ use std::cell::RefCell;
 use std::error::Error;
 use std::fmt::{self, Write as _};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
 pub use builder::CircuitBreakerBuilder;
@@ -22,6 +22,7 @@ use crate::config::Config;
 use crate::error::{CallError, CircuitOpenError, Identity, LastFailure};
 use crate::event::{Event, EventListener, emit};
 use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
+use crate::sync::{AtomicU64, Mutex, MutexGuard};
 use crate::window::Snapshot;
 use timer::{Scheduler, TimerKey, TimerTarget};
 
@@ -80,7 +81,8 @@ pub(crate) struct Inner {
     slow_nanos: u64,
     listeners: Box<[Arc<dyn EventListener>]>,
     classifier: Option<ErrorClassifier>,
-    timer: Mutex<TimerSlot>,
+    /// Always `std`: the timer thread is not modelled under loom.
+    timer: std::sync::Mutex<TimerSlot>,
     shut_down: AtomicBool,
     weak_self: Weak<Inner>,
 }
@@ -183,7 +185,8 @@ impl Inner {
     fn admit_locked(&self, now: Timestamp) -> Result<Admission, CircuitOpenError> {
         let mut m = self.machine();
         let result = m.try_acquire(now);
-        if let Ok((_, Some(_))) = result {
+        // A transition, or a restarted round (new generation, same state).
+        if result.is_ok() {
             self.publish(&m);
         }
         drop(m);
@@ -412,7 +415,7 @@ impl CircuitBreaker {
             slow_nanos,
             listeners: listeners.into_boxed_slice(),
             classifier,
-            timer: Mutex::new(TimerSlot::default()),
+            timer: std::sync::Mutex::new(TimerSlot::default()),
             shut_down: AtomicBool::new(false),
             weak_self: weak_self.clone(),
         });
@@ -725,3 +728,5 @@ impl fmt::Debug for CircuitBreaker {
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, loom))]
+mod loom_tests;
