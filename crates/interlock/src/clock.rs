@@ -7,9 +7,9 @@
 
 use std::fmt;
 use std::ops::{Add, Sub};
-use std::sync::Arc;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// A point in time: nanoseconds since an arbitrary, clock-specific origin.
@@ -157,6 +157,127 @@ impl Clock for MonotonicClock {
     }
 }
 
+/// A cheap clock with millisecond resolution: reading it is one atomic load.
+///
+/// One background thread (`interlock-coarse-clock`, shared by the whole
+/// process) stores the time every millisecond while someone reads the
+/// clock, and parks itself after a second without readers; the first read
+/// after that takes a precise reading and wakes it. A reading is at most
+/// about a millisecond (plus scheduling delay) behind [`MonotonicClock`],
+/// with the same origin, and never goes backwards.
+///
+/// Choose it when the breaker's own cost matters more than sub-millisecond
+/// precision: call durations (and so slow-call detection and
+/// [`Event::CallRecorded`](crate::Event::CallRecorded)) are then measured
+/// to about a millisecond, and waits elapse up to a millisecond late.
+/// `docs/performance.md` gives the measured difference.
+///
+/// ```
+/// use interlock::{CircuitBreaker, Clock, CoarseClock, MonotonicClock};
+///
+/// let breaker = CircuitBreaker::builder("hot-path").clock(CoarseClock).build()?;
+/// breaker.call(|| Ok::<_, std::io::Error>(()))?;
+/// let (coarse, precise) = (CoarseClock.now(), MonotonicClock.now());
+/// assert!(coarse <= precise);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CoarseClock;
+
+/// How often the coarse clock's thread refreshes it.
+const COARSE_TICK: Duration = Duration::from_millis(1);
+/// Ticks without a reader before the thread parks.
+const COARSE_IDLE_TICKS: u32 = 1000;
+
+struct Ticker {
+    nanos: AtomicU64,
+    running: AtomicBool,
+    read_since_tick: AtomicBool,
+    thread: Mutex<Option<Thread>>,
+}
+
+fn ticker() -> &'static Ticker {
+    static TICKER: OnceLock<Ticker> = OnceLock::new();
+    TICKER.get_or_init(|| Ticker {
+        nanos: AtomicU64::new(MonotonicClock.now().0),
+        running: AtomicBool::new(false),
+        read_since_tick: AtomicBool::new(false),
+        thread: Mutex::new(None),
+    })
+}
+
+impl Ticker {
+    fn refresh(&self) -> u64 {
+        let now = MonotonicClock.now().0;
+        self.nanos.fetch_max(now, Ordering::Relaxed).max(now)
+    }
+
+    #[cold]
+    fn wake(&'static self) -> Timestamp {
+        let now = self.refresh();
+        if self
+            .running
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
+            match thread.as_ref() {
+                Some(t) => t.unpark(),
+                None => {
+                    let spawned = std::thread::Builder::new()
+                        .name("interlock-coarse-clock".into())
+                        .spawn(move || self.run());
+                    match spawned {
+                        Ok(handle) => *thread = Some(handle.thread().clone()),
+                        // No thread: stay stopped, so every read is precise.
+                        Err(_) => self.running.store(false, Ordering::Release),
+                    }
+                }
+            }
+        }
+        Timestamp(now)
+    }
+
+    fn run(&self) {
+        let mut idle = 0;
+        loop {
+            #[allow(clippy::disallowed_methods)] // the clock's own tick
+            std::thread::sleep(COARSE_TICK);
+            self.refresh();
+            if self.read_since_tick.swap(false, Ordering::Relaxed) {
+                idle = 0;
+            } else {
+                idle += 1;
+            }
+            if idle >= COARSE_IDLE_TICKS {
+                idle = 0;
+                self.running.store(false, Ordering::Release);
+                // A reader that saw `running` still true got a reading at
+                // most one tick old; the next one wakes us.
+                while !self.running.load(Ordering::Acquire) {
+                    std::thread::park();
+                }
+                self.refresh();
+            }
+        }
+    }
+}
+
+impl Clock for CoarseClock {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        let t = ticker();
+        if t.running.load(Ordering::Relaxed) {
+            if !t.read_since_tick.load(Ordering::Relaxed) {
+                t.read_since_tick.store(true, Ordering::Relaxed);
+            }
+            Timestamp(t.nanos.load(Ordering::Relaxed))
+        } else {
+            t.wake()
+        }
+    }
+}
+
 /// A clock that only moves when told to: for tests, demos and simulations.
 ///
 /// Clones share the same time, so a test keeps one handle and gives a clone
@@ -221,6 +342,7 @@ impl Clock for ManualClock {
 pub(crate) enum ClockHandle {
     #[default]
     Monotonic,
+    Coarse,
     Manual(ManualClock),
     Custom(Arc<dyn Clock>),
 }
@@ -230,6 +352,8 @@ impl ClockHandle {
         let any: &dyn std::any::Any = &clock;
         if any.is::<MonotonicClock>() {
             ClockHandle::Monotonic
+        } else if any.is::<CoarseClock>() {
+            ClockHandle::Coarse
         } else if let Some(manual) = any.downcast_ref::<ManualClock>() {
             ClockHandle::Manual(manual.clone())
         } else if let Some(handle) = any.downcast_ref::<ClockHandle>() {
@@ -243,6 +367,7 @@ impl ClockHandle {
     pub(crate) fn now(&self) -> Timestamp {
         match self {
             ClockHandle::Monotonic => MonotonicClock.now(),
+            ClockHandle::Coarse => CoarseClock.now(),
             ClockHandle::Manual(m) => m.now(),
             ClockHandle::Custom(c) => c.now(),
         }
@@ -293,6 +418,29 @@ mod tests {
         assert_eq!(h.now(), Timestamp::from_nanos(42));
         let h2 = ClockHandle::from_clock(h.clone());
         assert!(matches!(h2, ClockHandle::Custom(_)));
+    }
+
+    #[test]
+    fn coarse_clock_trails_the_precise_clock_and_never_goes_back() {
+        assert!(matches!(
+            ClockHandle::from_clock(CoarseClock),
+            ClockHandle::Coarse
+        ));
+        let mut last = CoarseClock.now();
+        for _ in 0..10_000 {
+            let coarse = CoarseClock.now();
+            let precise = MonotonicClock.now();
+            assert!(coarse >= last, "went backwards");
+            assert!(coarse <= precise, "ahead of the precise clock");
+            last = coarse;
+        }
+        // It keeps moving: poll until it passes a precise reading.
+        let target = MonotonicClock.now();
+        let deadline = target + Duration::from_secs(10);
+        while CoarseClock.now() < target {
+            assert!(MonotonicClock.now() < deadline, "the coarse clock stopped");
+            std::thread::yield_now();
+        }
     }
 
     #[test]

@@ -71,7 +71,7 @@ mod window;
 
 pub use breaker::{CircuitBreaker, CircuitBreakerBuilder, Permit};
 pub use classify::Verdict;
-pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
+pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock, Timestamp};
 pub use config::{Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, SlidingWindow};
 pub use error::{CallError, CircuitOpenError, ConfigError, LastFailure};
 pub use event::{Event, EventListener, FanOut};

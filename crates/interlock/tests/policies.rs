@@ -1,4 +1,5 @@
 //! Count-based trip and half-open policies (issue 11), on a `ManualClock`.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -117,7 +118,11 @@ fn cachekit_example_scenario_requests_1_to_38() {
     let request = |b: &CircuitBreaker, backend_up: bool| {
         let r = b.call(|| {
             backend_calls.set(backend_calls.get() + 1);
-            if backend_up { Ok(()) } else { Err(std::io::Error::other("connect refused")) }
+            if backend_up {
+                Ok(())
+            } else {
+                Err(std::io::Error::other("connect refused"))
+            }
         });
         // The caller runs uncached whatever happens; we only watch the breaker.
         matches!(r, Err(CallError::Rejected(_)))
@@ -129,7 +134,11 @@ fn cachekit_example_scenario_requests_1_to_38() {
             at((n - 1) * 1000);
         }
         assert!(!request(&b, false), "request {n} reaches the backend");
-        assert_eq!(b.state(), if n < 5 { State::Closed } else { State::Open }, "after {n}");
+        assert_eq!(
+            b.state(),
+            if n < 5 { State::Closed } else { State::Open },
+            "after {n}"
+        );
     }
     assert_eq!(take(&log), ["cache: state closed -> open"]); // opened at t = 4 s
     // Requests 6-34: skipped without trying to connect, for 30 s after opening.
@@ -143,15 +152,34 @@ fn cachekit_example_scenario_requests_1_to_38() {
     at(34_000);
     for n in 35..=37 {
         assert!(!request(&b, true), "probe request {n}");
-        assert_eq!(b.state(), if n < 37 { State::HalfOpen } else { State::Closed });
+        assert_eq!(
+            b.state(),
+            if n < 37 {
+                State::HalfOpen
+            } else {
+                State::Closed
+            }
+        );
     }
     assert!(!request(&b, true), "request 38: normal operation");
     assert_eq!(backend_calls.get(), 9);
     let events = take(&log);
-    assert_eq!(events.iter().filter(|e| e.contains("call rejected")).count(), 29);
     assert_eq!(
-        events.iter().filter(|e| e.contains("state")).collect::<Vec<_>>(),
-        ["cache: state open -> half_open", "cache: state half_open -> closed"]
+        events
+            .iter()
+            .filter(|e| e.contains("call rejected"))
+            .count(),
+        29
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.contains("state"))
+            .collect::<Vec<_>>(),
+        [
+            "cache: state open -> half_open",
+            "cache: state half_open -> closed"
+        ]
     );
 }
 
@@ -234,8 +262,10 @@ fn invalid_policies_are_rejected_by_name() {
         Config::builder().trip_policy(TripPolicy::consecutive_failures(0)),
         Config::builder().trip_policy(TripPolicy::failures_within(0, secs(1))),
         Config::builder().trip_policy(TripPolicy::failures_within(3, Duration::ZERO)),
-        Config::builder()
-            .trip_policy(TripPolicy::failures_within(interlock::MAX_FAILURES_WITHIN + 1, secs(1))),
+        Config::builder().trip_policy(TripPolicy::failures_within(
+            interlock::MAX_FAILURES_WITHIN + 1,
+            secs(1),
+        )),
     ];
     for c in cases {
         assert_eq!(c.build().unwrap_err().field(), "trip_policy");

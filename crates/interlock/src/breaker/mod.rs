@@ -211,8 +211,8 @@ impl Inner {
         type_name: &'static str,
     ) {
         let end = self.clock.now();
-        let duration = end.saturating_duration_since(ticket.start);
-        let slow = duration_to_nanos(duration) >= self.slow_nanos;
+        let elapsed_nanos = end.as_nanos().saturating_sub(ticket.start.as_nanos());
+        let slow = elapsed_nanos >= self.slow_nanos;
         let outcome = Outcome::from_flags(verdict.is_failure(), slow);
         if let (Some(err), true) = (error, verdict.is_failure()) {
             self.remember_failure(err, type_name);
@@ -236,7 +236,13 @@ impl Inner {
                 opened = (m.generation(), m.open_wait());
             }
         }
-        self.emit(&Event::call_recorded(self.name(), outcome, duration));
+        if !self.listeners.is_empty() {
+            let duration = Duration::from_nanos(elapsed_nanos);
+            emit(
+                &self.listeners,
+                &Event::call_recorded(self.name(), outcome, duration),
+            );
+        }
         if let Some(t) = transition {
             self.after_transition(t, opened.0, opened.1);
         }
@@ -726,7 +732,7 @@ impl fmt::Debug for CircuitBreaker {
     }
 }
 
-#[cfg(test)]
-mod tests;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(test)]
+mod tests;
