@@ -2,12 +2,30 @@
 
 use crate::event::{Event, EventListener};
 
-/// Reports every event through `tracing`, under the target `interlock`,
-/// with the original's levels: state changes and rejections at WARN, resets
-/// at INFO, calls at DEBUG; storage degraded WARN, recovered INFO, write
-/// dropped WARN; retries INFO; bulkhead and fallback WARN. Fields are
-/// structured (`breaker`, `from`, `to`, `outcome`, ...), not formatted into
-/// the message.
+/// Reports every event through `tracing`, as structured records under the
+/// target `interlock`.
+///
+/// | event | level | message | fields |
+/// |---|---|---|---|
+/// | [`StateChanged`](Event::StateChanged) | WARN | `state changed` | `breaker`, `from`, `to` |
+/// | [`CallRejected`](Event::CallRejected) | WARN | `call rejected` | `breaker`, `state` |
+/// | [`Reset`](Event::Reset) | INFO | `reset` | `breaker` |
+/// | [`CallRecorded`](Event::CallRecorded) | DEBUG | `call recorded` | `breaker`, `outcome`, `duration_s` |
+/// | [`StorageDegraded`](Event::StorageDegraded) | WARN | `storage degraded` | `breaker`, `error` |
+/// | [`StorageRecovered`](Event::StorageRecovered) | INFO | `storage recovered` | `breaker` |
+/// | [`StorageWriteDropped`](Event::StorageWriteDropped) | WARN | `storage write dropped` | `breaker` |
+/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt`, `delay_s` |
+/// | [`BulkheadRejected`](Event::BulkheadRejected) | WARN | `bulkhead rejected` | `name` |
+/// | [`FallbackUsed`](Event::FallbackUsed) | WARN | `fallback used` | `name`, `error` |
+///
+/// States and outcomes are their lowercase identifiers ([`State::as_str`],
+/// [`Outcome::as_str`]); `duration_s` and `delay_s` are seconds as `f64`;
+/// `error` is recorded as an error value, so subscribers that understand
+/// errors can walk its sources. Calls are logged in every state, a
+/// disabled breaker's included.
+///
+/// [`State::as_str`]: crate::State::as_str
+/// [`Outcome::as_str`]: crate::Outcome::as_str
 ///
 /// ```
 /// use interlock::{CircuitBreaker, LoggingEventListener};
@@ -38,7 +56,7 @@ impl EventListener for LoggingEventListener {
             ),
             Event::Reset { breaker } => tracing::info!(target: "interlock", breaker, "reset"),
             Event::StorageDegraded { breaker, error } => tracing::warn!(
-                target: "interlock", breaker, error = %error, "storage degraded"
+                target: "interlock", breaker, error, "storage degraded"
             ),
             Event::StorageRecovered { breaker } => {
                 tracing::info!(target: "interlock", breaker, "storage recovered")
@@ -57,8 +75,141 @@ impl EventListener for LoggingEventListener {
                 tracing::warn!(target: "interlock", name, "bulkhead rejected")
             }
             Event::FallbackUsed { name, error } => tracing::warn!(
-                target: "interlock", name, error = %error, "fallback used"
+                target: "interlock", name, error, "fallback used"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Storage and pipeline events, which only the core can build; the
+    //! breaker's own events are covered end to end in `tests/logging.rs`.
+
+    use std::collections::BTreeMap;
+    use std::error::Error;
+    use std::fmt;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use tracing::Level;
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+    use super::*;
+
+    type Record = (Level, String, BTreeMap<String, String>);
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<Record>>>);
+
+    struct Fields(BTreeMap<String, String>);
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+            self.0.insert(field.name().into(), format!("{value:?}"));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().into(), value.into());
+        }
+        fn record_error(&mut self, field: &Field, value: &(dyn Error + 'static)) {
+            self.0
+                .insert(field.name().into(), format!("error: {value}"));
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Capture {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            assert_eq!(event.metadata().target(), "interlock");
+            let mut fields = Fields(BTreeMap::new());
+            event.record(&mut fields);
+            let message = fields.0.remove("message").unwrap_or_default();
+            let record = (*event.metadata().level(), message, fields.0);
+            self.0.lock().unwrap().push(record);
+        }
+    }
+
+    fn log(events: &[Event<'_>]) -> Vec<Record> {
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::registry().with(capture.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            for event in events {
+                LoggingEventListener.on_event(event);
+            }
+        });
+        capture.0.lock().expect("capture lock").clone()
+    }
+
+    fn record(level: Level, message: &str, fields: &[(&str, &str)]) -> Record {
+        let fields = fields
+            .iter()
+            .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        (level, message.to_owned(), fields)
+    }
+
+    #[test]
+    fn storage_events() {
+        let error = std::io::Error::other("connection refused");
+        let records = log(&[
+            Event::StorageDegraded {
+                breaker: "orders",
+                error: &error,
+            },
+            Event::StorageWriteDropped { breaker: "orders" },
+            Event::StorageRecovered { breaker: "orders" },
+        ]);
+        assert_eq!(
+            records,
+            [
+                record(
+                    Level::WARN,
+                    "storage degraded",
+                    &[
+                        ("breaker", "orders"),
+                        ("error", "error: connection refused")
+                    ]
+                ),
+                record(
+                    Level::WARN,
+                    "storage write dropped",
+                    &[("breaker", "orders")]
+                ),
+                record(Level::INFO, "storage recovered", &[("breaker", "orders")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn pipeline_events() {
+        let error = std::io::Error::other("timed out");
+        let records = log(&[
+            Event::RetryScheduled {
+                name: "recs",
+                attempt: 2,
+                delay: Duration::from_millis(250),
+            },
+            Event::BulkheadRejected { name: "recs" },
+            Event::FallbackUsed {
+                name: "recs",
+                error: &error,
+            },
+        ]);
+        assert_eq!(
+            records,
+            [
+                record(
+                    Level::INFO,
+                    "retry scheduled",
+                    &[("attempt", "2"), ("delay_s", "0.25"), ("name", "recs")]
+                ),
+                record(Level::WARN, "bulkhead rejected", &[("name", "recs")]),
+                record(
+                    Level::WARN,
+                    "fallback used",
+                    &[("error", "error: timed out"), ("name", "recs")]
+                ),
+            ]
+        );
     }
 }

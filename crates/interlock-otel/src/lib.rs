@@ -1,0 +1,477 @@
+//! OpenTelemetry metrics for [`interlock`] circuit breakers.
+//!
+//! [`OtelEventListener`] is an [`EventListener`] that turns every breaker,
+//! storage and pipeline event into OpenTelemetry measurements. It is written
+//! against the `opentelemetry` API crate only: which SDK, exporter and
+//! runtime collect the numbers is the application's choice.
+//!
+//! ```
+//! use interlock::{CircuitBreaker, ManualClock};
+//! use interlock_otel::OtelEventListener;
+//! use opentelemetry::metrics::MeterProvider as _;
+//! use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+//! use std::time::Duration;
+//!
+//! // The application's side: an SDK with some exporter.
+//! let exporter = InMemoryMetricExporter::default();
+//! let provider = SdkMeterProvider::builder()
+//!     .with_reader(PeriodicReader::builder(exporter.clone()).build())
+//!     .build();
+//!
+//! // interlock's side: one listener, here on a meter passed in.
+//! let clock = ManualClock::new();
+//! let breaker = CircuitBreaker::builder("payments")
+//!     .clock(clock.clone())
+//!     .listener(OtelEventListener::with_meter(&provider.meter("interlock")))
+//!     .build()?;
+//! breaker.call(|| {
+//!     clock.advance(Duration::from_millis(40));
+//!     Ok::<_, std::io::Error>(())
+//! })?;
+//! breaker.force_open();
+//!
+//! provider.force_flush()?;
+//! let exported = exporter.get_finished_metrics()?;
+//! let names: Vec<&str> = exported
+//!     .iter()
+//!     .flat_map(|r| r.scope_metrics())
+//!     .flat_map(|s| s.metrics())
+//!     .map(|m| m.name())
+//!     .collect();
+//! assert!(names.contains(&"interlock.call.duration"));
+//! assert!(names.contains(&"interlock.state.changes"));
+//! assert!(names.contains(&"interlock.state"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Instruments
+//!
+//! All on the meter named `interlock` (or the meter passed to
+//! [`OtelEventListener::with_meter`]):
+//!
+//! | instrument | kind | unit | attributes | recorded on |
+//! |---|---|---|---|---|
+//! | `interlock.call.duration` | histogram (`f64`) | `s` | `breaker`, `outcome` | every settled call, in every state (`disabled` included) |
+//! | `interlock.call.rejected` | counter | `{call}` | `breaker` | every rejected call (`open`, `half_open`, `forced_open`) |
+//! | `interlock.state.changes` | counter | `{transition}` | `breaker`, `from`, `to` | every state change |
+//! | `interlock.reset` | counter | `{reset}` | `breaker` | every `reset()` |
+//! | `interlock.storage.events` | counter | `{event}` | `breaker`, `event`, `error` (only for `degraded`) | shared-storage outages, recoveries and dropped writes |
+//! | `interlock.pipeline.events` | counter | `{event}` | `name`, `event` | retries, bulkhead rejections, fallbacks |
+//! | `interlock.state` | up-down counter (`i64`) | `{state}` | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others |
+//!
+//! Attribute values:
+//!
+//! - `outcome`: `success`, `failure`, `slow_success`, `slow_failure`
+//!   ([`Outcome::as_str`]);
+//! - `from`, `to`, `state`: `closed`, `open`, `half_open`, `forced_open`,
+//!   `disabled`, `metrics_only` ([`State::as_str`]);
+//! - `interlock.storage.events` `event`: `degraded`, `recovered`,
+//!   `write_dropped`; `error` is the storage error's `Display` text;
+//! - `interlock.pipeline.events` `event`: `retry`, `bulkhead_rejected`,
+//!   `fallback`; `name` is the strategy's name.
+//!
+//! `interlock.call.duration` advises the bucket boundaries
+//! [`DURATION_BOUNDARIES`] (5 ms to 10 s) instead of the SDK's defaults,
+//! which are meant for milliseconds. Through OpenTelemetry's Prometheus
+//! naming rules these instruments come out as `interlock_call_duration_seconds`,
+//! `interlock_call_rejected_total`, ... : the same names `interlock-metrics`
+//! gives them, so dashboards work with either.
+//!
+//! # Operator overrides
+//!
+//! The instruments observe calls, not the breaker's sliding window. A
+//! `disable()`d breaker records nothing in its window, yet every call it
+//! admits still lands in `interlock.call.duration` with its classified
+//! outcome, and a `force_open()`ed one counts each rejection in
+//! `interlock.call.rejected`: dashboards keep moving while an operator has
+//! taken a breaker out of enforcement. To silence a breaker, build it
+//! without the listener.
+//!
+//! # The state gauge
+//!
+//! Events are published after the breaker's lock is released, so two
+//! transitions racing on two threads can reach the listener in either
+//! order. `interlock.state` is therefore kept as an up-down counter: each
+//! state change moves one unit from `from` to `to`. Additions commute, so
+//! once every event has been delivered exactly one state reads 1,
+//! whatever the order of delivery; a scrape that falls between two racing
+//! deliveries may briefly see a 2 or a -1. A breaker's series are created,
+//! with 1 on its initial state, at the first event the listener sees from
+//! it. That initial state is `closed` unless set with
+//! [`OtelEventListener::initial_state`] (match it to the breaker's or the
+//! registry's `initial_state`). Per call, the listener only looks up the
+//! breaker's cached attribute sets under a read lock; nothing is
+//! allocated.
+//!
+//! Give each breaker name to one listener: share a single listener between
+//! breakers or registries through an `Arc` (an `Arc` of a listener is a
+//! listener). Two listeners seeing the same name would both count its
+//! initial state.
+//!
+//! # Versions
+//!
+//! Each `opentelemetry` 0.x minor is a separate API with its own global
+//! meter provider; this release builds on `opentelemetry` 0.33, and the
+//! application must install its SDK through that same version.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.85, like `interlock`. Raising it is a minor-version change.
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use interlock::{Event, EventListener, Outcome, State};
+use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
+use opentelemetry::{InstrumentationScope, KeyValue, Value};
+
+/// The name of the meter [`OtelEventListener::new`] creates.
+pub const METER_NAME: &str = "interlock";
+
+/// The bucket boundaries, in seconds, that `interlock.call.duration`
+/// advises: those OpenTelemetry's semantic conventions recommend for
+/// request durations.
+///
+/// ```
+/// assert_eq!(interlock_otel::DURATION_BOUNDARIES.first(), Some(&0.005));
+/// assert_eq!(interlock_otel::DURATION_BOUNDARIES.last(), Some(&10.0));
+/// ```
+pub const DURATION_BOUNDARIES: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+
+const OUTCOMES: [Outcome; 4] = [
+    Outcome::Success,
+    Outcome::Failure,
+    Outcome::SlowSuccess,
+    Outcome::SlowFailure,
+];
+
+/// An [`EventListener`] that records OpenTelemetry metrics.
+///
+/// See the [crate documentation](crate) for the instruments and their
+/// attributes.
+///
+/// ```
+/// use interlock::{Registry, State};
+/// use interlock_otel::OtelEventListener;
+/// use std::sync::Arc;
+///
+/// // The global meter provider, as installed by the application (here none,
+/// // so the measurements go nowhere).
+/// let otel = Arc::new(OtelEventListener::new().initial_state(State::MetricsOnly));
+/// let registry = Registry::builder()
+///     .initial_state(State::MetricsOnly)
+///     .listener(otel.clone())
+///     .build()?;
+/// registry.get("inventory").force_open();
+/// assert_eq!(otel.breaker_count(), 1);
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+pub struct OtelEventListener {
+    call_duration: Histogram<f64>,
+    call_rejected: Counter<u64>,
+    state_changes: Counter<u64>,
+    reset: Counter<u64>,
+    storage_events: Counter<u64>,
+    pipeline_events: Counter<u64>,
+    state: UpDownCounter<i64>,
+    initial_state: State,
+    breakers: RwLock<HashMap<Box<str>, Arc<Series>>>,
+}
+
+/// The attribute sets of one breaker, built once at its first event.
+struct Series {
+    breaker: KeyValue,
+    /// `[breaker, outcome]`, indexed like `OUTCOMES`.
+    calls: [[KeyValue; 2]; 4],
+    /// `[breaker, state]`, indexed like `State::ALL`.
+    states: [[KeyValue; 2]; 6],
+}
+
+impl Series {
+    fn new(name: &str) -> Self {
+        let name: Arc<str> = Arc::from(name);
+        let breaker = KeyValue::new("breaker", Value::from(name));
+        Series {
+            calls: OUTCOMES.map(|o| [breaker.clone(), KeyValue::new("outcome", o.as_str())]),
+            states: State::ALL.map(|s| [breaker.clone(), KeyValue::new("state", s.as_str())]),
+            breaker,
+        }
+    }
+
+    fn call(&self, outcome: Outcome) -> &[KeyValue] {
+        let i = match outcome {
+            Outcome::Success => 0,
+            Outcome::Failure => 1,
+            Outcome::SlowSuccess => 2,
+            Outcome::SlowFailure => 3,
+        };
+        &self.calls[i]
+    }
+
+    fn state(&self, state: State) -> &[KeyValue] {
+        let i = match state {
+            State::Closed => 0,
+            State::Open => 1,
+            State::HalfOpen => 2,
+            State::ForcedOpen => 3,
+            State::Disabled => 4,
+            State::MetricsOnly => 5,
+        };
+        &self.states[i]
+    }
+}
+
+/// What a storage event reports, for `interlock.storage.events`.
+#[derive(Clone, Copy, Debug)]
+enum StorageEvent<'a> {
+    Degraded(&'a (dyn Error + 'static)),
+    Recovered,
+    WriteDropped,
+}
+
+impl OtelEventListener {
+    /// A listener on the meter [`METER_NAME`] (`interlock`, with this
+    /// crate's version) of the global meter provider.
+    ///
+    /// The meter is taken from the provider installed at this call; install
+    /// the SDK (`opentelemetry::global::set_meter_provider`) first.
+    ///
+    /// ```
+    /// let listener = interlock_otel::OtelEventListener::new();
+    /// let breaker = interlock::CircuitBreaker::builder("search").listener(listener).build()?;
+    /// # drop(breaker);
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        let scope = InstrumentationScope::builder(METER_NAME)
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build();
+        Self::with_meter(&opentelemetry::global::meter_with_scope(scope))
+    }
+
+    /// A listener that creates its instruments on `meter`.
+    ///
+    /// ```
+    /// use opentelemetry::metrics::MeterProvider as _;
+    /// use opentelemetry_sdk::metrics::SdkMeterProvider;
+    ///
+    /// let provider = SdkMeterProvider::builder().build();
+    /// let listener = interlock_otel::OtelEventListener::with_meter(&provider.meter("edge"));
+    /// # drop(listener);
+    /// ```
+    #[must_use]
+    pub fn with_meter(meter: &Meter) -> Self {
+        OtelEventListener {
+            call_duration: meter
+                .f64_histogram("interlock.call.duration")
+                .with_unit("s")
+                .with_description("Duration of the calls a circuit breaker admitted, by outcome")
+                .with_boundaries(DURATION_BOUNDARIES.to_vec())
+                .build(),
+            call_rejected: meter
+                .u64_counter("interlock.call.rejected")
+                .with_unit("{call}")
+                .with_description("Calls a circuit breaker rejected without running them")
+                .build(),
+            state_changes: meter
+                .u64_counter("interlock.state.changes")
+                .with_unit("{transition}")
+                .with_description("State changes of a circuit breaker")
+                .build(),
+            reset: meter
+                .u64_counter("interlock.reset")
+                .with_unit("{reset}")
+                .with_description("Operator resets of a circuit breaker")
+                .build(),
+            storage_events: meter
+                .u64_counter("interlock.storage.events")
+                .with_unit("{event}")
+                .with_description("Shared-storage outages, recoveries and dropped writes")
+                .build(),
+            pipeline_events: meter
+                .u64_counter("interlock.pipeline.events")
+                .with_unit("{event}")
+                .with_description(
+                    "Retries, bulkhead rejections and fallbacks of pipeline strategies",
+                )
+                .build(),
+            state: meter
+                .i64_up_down_counter("interlock.state")
+                .with_unit("{state}")
+                .with_description(
+                    "Current state of a circuit breaker: 1 for its current state, 0 for the others",
+                )
+                .build(),
+            initial_state: State::Closed,
+            breakers: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Sets the state every breaker is assumed to start in (default
+    /// [`State::Closed`]), to match a breaker or registry built with
+    /// `initial_state`. The state gauge puts its first 1 there, since
+    /// building a breaker emits no event.
+    ///
+    /// ```
+    /// use interlock::{CircuitBreaker, State};
+    /// use interlock_otel::OtelEventListener;
+    ///
+    /// let breaker = CircuitBreaker::builder("shadow")
+    ///     .initial_state(State::MetricsOnly)
+    ///     .listener(OtelEventListener::new().initial_state(State::MetricsOnly))
+    ///     .build()?;
+    /// # drop(breaker);
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn initial_state(mut self, state: State) -> Self {
+        self.initial_state = state;
+        self
+    }
+
+    /// How many breakers the listener has seen an event from (each has its
+    /// own series of `interlock.state`).
+    ///
+    /// ```
+    /// let listener = interlock_otel::OtelEventListener::new();
+    /// assert_eq!(listener.breaker_count(), 0);
+    /// ```
+    #[must_use]
+    pub fn breaker_count(&self) -> usize {
+        self.breakers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The breaker's attribute sets, created (and its state gauge seeded)
+    /// at its first event.
+    fn series(&self, breaker: &str) -> Arc<Series> {
+        if let Some(series) = self
+            .breakers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(breaker)
+        {
+            return series.clone();
+        }
+        let mut breakers = self
+            .breakers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(series) = breakers.get(breaker) {
+            return series.clone();
+        }
+        let series = Arc::new(Series::new(breaker));
+        for state in State::ALL {
+            let value = i64::from(state == self.initial_state);
+            self.state.add(value, series.state(state));
+        }
+        breakers.insert(breaker.into(), series.clone());
+        series
+    }
+
+    fn storage_event(&self, breaker: &str, event: StorageEvent<'_>) {
+        let series = self.series(breaker);
+        let (kind, error) = match event {
+            StorageEvent::Degraded(error) => ("degraded", Some(error)),
+            StorageEvent::Recovered => ("recovered", None),
+            StorageEvent::WriteDropped => ("write_dropped", None),
+        };
+        let mut attributes = vec![series.breaker.clone(), KeyValue::new("event", kind)];
+        if let Some(error) = error {
+            attributes.push(KeyValue::new("error", error.to_string()));
+        }
+        self.storage_events.add(1, &attributes);
+    }
+
+    fn pipeline_event(&self, name: &str, kind: &'static str) {
+        self.pipeline_events.add(
+            1,
+            &[
+                KeyValue::new("name", name.to_owned()),
+                KeyValue::new("event", kind),
+            ],
+        );
+    }
+}
+
+impl Default for OtelEventListener {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for OtelEventListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OtelEventListener")
+            .field("initial_state", &self.initial_state)
+            .field("breakers", &self.breaker_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventListener for OtelEventListener {
+    fn on_event(&self, event: &Event<'_>) {
+        match *event {
+            Event::CallRecorded {
+                breaker,
+                outcome,
+                duration,
+                ..
+            } => {
+                let series = self.series(breaker);
+                self.call_duration
+                    .record(duration.as_secs_f64(), series.call(outcome));
+            }
+            Event::CallRejected { breaker, .. } => {
+                let series = self.series(breaker);
+                self.call_rejected
+                    .add(1, std::slice::from_ref(&series.breaker));
+            }
+            Event::StateChanged {
+                breaker, from, to, ..
+            } => {
+                let series = self.series(breaker);
+                self.state_changes.add(
+                    1,
+                    &[
+                        series.breaker.clone(),
+                        KeyValue::new("from", from.as_str()),
+                        KeyValue::new("to", to.as_str()),
+                    ],
+                );
+                self.state.add(-1, series.state(from));
+                self.state.add(1, series.state(to));
+            }
+            Event::Reset { breaker, .. } => {
+                let series = self.series(breaker);
+                self.reset.add(1, std::slice::from_ref(&series.breaker));
+            }
+            Event::StorageDegraded { breaker, error, .. } => {
+                self.storage_event(breaker, StorageEvent::Degraded(error));
+            }
+            Event::StorageRecovered { breaker, .. } => {
+                self.storage_event(breaker, StorageEvent::Recovered);
+            }
+            Event::StorageWriteDropped { breaker, .. } => {
+                self.storage_event(breaker, StorageEvent::WriteDropped);
+            }
+            Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry"),
+            Event::BulkheadRejected { name, .. } => self.pipeline_event(name, "bulkhead_rejected"),
+            Event::FallbackUsed { name, .. } => self.pipeline_event(name, "fallback"),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! `LoggingEventListener` end to end, captured with a `tracing-subscriber`
+//! layer (the storage and pipeline events, which only the core can build,
+//! are covered in `src/logging.rs`); and `FanOut`'s panic isolation.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use interlock::{CircuitBreaker, Config, Event, EventListener, FanOut, ManualClock, SlidingWindow};
+
+fn breaker(clock: &ManualClock, listener: impl EventListener) -> CircuitBreaker {
+    let config = Config::builder()
+        .minimum_number_of_calls(2)
+        .sliding_window(SlidingWindow::count(2))
+        .wait_duration_in_open(Duration::from_secs(1))
+        .build()
+        .expect("test setup");
+    CircuitBreaker::builder("payments")
+        .config(config)
+        .clock(clock.clone())
+        .listener(listener)
+        .build()
+        .expect("test setup")
+}
+
+/// A call that takes `ms` on `clock` and succeeds or fails.
+fn call(breaker: &CircuitBreaker, clock: &ManualClock, ms: u64, ok: bool) {
+    let _ = breaker.call(|| {
+        clock.advance(Duration::from_millis(ms));
+        if ok {
+            Ok(())
+        } else {
+            Err(io::Error::other("503"))
+        }
+    });
+}
+
+#[test]
+fn fan_out_isolates_a_panicking_listener() {
+    let clock = ManualClock::new();
+    let first = Arc::new(Mutex::new(Vec::new()));
+    let last = Arc::new(Mutex::new(Vec::new()));
+    let (f, l) = (first.clone(), last.clone());
+    let fan_out = FanOut::new()
+        .with(move |e: &Event<'_>| f.lock().unwrap().push(e.kind()))
+        .with(|e: &Event<'_>| {
+            if let Event::CallRecorded { .. } | Event::Reset { .. } = e {
+                panic!("a broken exporter")
+            }
+        })
+        .with(move |e: &Event<'_>| l.lock().unwrap().push(e.kind()));
+    assert_eq!(fan_out.len(), 3);
+    let b = breaker(&clock, fan_out);
+
+    call(&b, &clock, 10, false);
+    call(&b, &clock, 10, false); // trips
+    call(&b, &clock, 10, true); // rejected
+    b.reset();
+
+    let expected = [
+        "call_recorded",
+        "call_recorded",
+        "state_changed",
+        "call_rejected",
+        "state_changed",
+        "reset",
+    ];
+    assert_eq!(*first.lock().unwrap(), expected);
+    assert_eq!(
+        *last.lock().unwrap(),
+        expected,
+        "listeners after the panicking one still run"
+    );
+    assert_eq!(
+        b.state(),
+        interlock::State::Closed,
+        "the breaker is unaffected"
+    );
+}
+
+#[test]
+fn a_panicking_listener_never_reaches_the_caller() {
+    let b = CircuitBreaker::builder("svc")
+        .listener(FanOut::new().with(|_: &Event<'_>| panic!("boom")))
+        .build()
+        .unwrap();
+    assert_eq!(b.call(|| Ok::<_, io::Error>(7)).unwrap(), 7);
+    let err = b
+        .call(|| Err::<(), _>(io::Error::other("503")))
+        .unwrap_err();
+    assert_eq!(
+        err.into_inner().unwrap().to_string(),
+        "503",
+        "the call keeps its own error"
+    );
+}
+
+#[cfg(feature = "tracing")]
+mod tracing_capture {
+    use super::*;
+
+    use interlock::LoggingEventListener;
+    use tracing::Level;
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+    /// Level, target, message and the other fields of one record.
+    type Record = (Level, String, String, BTreeMap<String, String>);
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<Record>>>);
+
+    struct Fields(BTreeMap<String, String>);
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.insert(field.name().into(), format!("{value:?}"));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().into(), value.into());
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Capture {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            let mut fields = Fields(BTreeMap::new());
+            event.record(&mut fields);
+            let message = fields.0.remove("message").unwrap_or_default();
+            let meta = event.metadata();
+            let record = (*meta.level(), meta.target().to_owned(), message, fields.0);
+            self.0.lock().expect("test setup").push(record);
+        }
+    }
+
+    fn capture(f: impl FnOnce()) -> Vec<Record> {
+        let capture = Capture::default();
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(capture.clone()), f);
+        capture.0.lock().expect("capture lock").clone()
+    }
+
+    fn record(level: Level, message: &str, fields: &[(&str, &str)]) -> Record {
+        let fields = fields
+            .iter()
+            .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        (level, "interlock".to_owned(), message.to_owned(), fields)
+    }
+
+    #[test]
+    fn levels_and_structured_fields_through_a_trip_and_an_override() {
+        let clock = ManualClock::new();
+        let b = breaker(&clock, LoggingEventListener);
+        let records = capture(|| {
+            call(&b, &clock, 250, true);
+            call(&b, &clock, 500, false); // 1 of 2 failed: trips
+            call(&b, &clock, 0, true); // rejected
+            b.reset();
+            b.disable();
+            call(&b, &clock, 125, false); // still logged
+        });
+        let p = ("breaker", "payments");
+        assert_eq!(
+            records,
+            [
+                record(
+                    Level::DEBUG,
+                    "call recorded",
+                    &[p, ("duration_s", "0.25"), ("outcome", "success")]
+                ),
+                record(
+                    Level::DEBUG,
+                    "call recorded",
+                    &[p, ("duration_s", "0.5"), ("outcome", "failure")]
+                ),
+                record(
+                    Level::WARN,
+                    "state changed",
+                    &[p, ("from", "closed"), ("to", "open")]
+                ),
+                record(Level::WARN, "call rejected", &[p, ("state", "open")]),
+                record(
+                    Level::WARN,
+                    "state changed",
+                    &[p, ("from", "open"), ("to", "closed")]
+                ),
+                record(Level::INFO, "reset", &[p]),
+                record(
+                    Level::WARN,
+                    "state changed",
+                    &[p, ("from", "closed"), ("to", "disabled")]
+                ),
+                record(
+                    Level::DEBUG,
+                    "call recorded",
+                    &[p, ("duration_s", "0.125"), ("outcome", "failure")]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_caught_listener_panic_is_logged_at_error() {
+        let b = breaker(
+            &ManualClock::new(),
+            FanOut::new()
+                .with(|_: &Event<'_>| panic!("boom"))
+                .with(LoggingEventListener),
+        );
+        let records = capture(|| b.reset());
+        assert_eq!(
+            records,
+            [
+                record(
+                    Level::ERROR,
+                    "an event listener panicked; the panic was caught and ignored",
+                    &[("event", "reset"), ("name", "payments")]
+                ),
+                record(Level::INFO, "reset", &[("breaker", "payments")]),
+            ]
+        );
+    }
+}
