@@ -1,0 +1,88 @@
+//! axum integration for [`interlock`]: a call rejected by an open breaker
+//! becomes `503 Service Unavailable` with a `Retry-After` header.
+//!
+//! Guard a route's *outgoing* call with a breaker; when the breaker rejects
+//! it, the client of your service gets
+//!
+//! ```http
+//! HTTP/1.1 503 Service Unavailable
+//! content-type: application/json
+//! retry-after: 30
+//!
+//! {"detail":"Circuit 'orders-db' is open"}
+//! ```
+//!
+//! `Retry-After` is the breaker's estimate rounded up to whole seconds, and
+//! is left out when there is none (a HALF_OPEN rejection, or after
+//! `force_open`). See [`CircuitOpen`] for the details.
+//!
+//! | item                     | use                                                          |
+//! |--------------------------|--------------------------------------------------------------|
+//! | [`CircuitOpen`]          | the response; `From<CircuitOpenError>`                        |
+//! | [`GuardError<E>`]        | a handler's error: `From<CallError<E>>`, so `?` works         |
+//! | [`Breaker<N>`]           | extractor: the breaker named `N::NAME` from a shared [`Registry`](interlock::Registry) |
+//! | [`handle_error`]         | for `HandleErrorLayer` in front of a fallible tower service   |
+//!
+//! ```
+//! use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+//! use interlock::Registry;
+//! use interlock_axum::{Breaker, BreakerName, GuardError};
+//! use tower::ServiceExt;
+//!
+//! struct OrdersDb;
+//! impl BreakerName for OrdersDb {
+//!     const NAME: &'static str = "orders-db";
+//! }
+//!
+//! async fn fetch_orders() -> Result<String, std::io::Error> {
+//!     Ok("[]".to_owned())
+//! }
+//!
+//! // Both routes share one breaker: they depend on the same database.
+//! async fn list(db: Breaker<OrdersDb>) -> Result<String, GuardError<String>> {
+//!     Ok(db.call_async(fetch_orders).await.map_err(|e| e.map_inner(|e| e.to_string()))?)
+//! }
+//! async fn count(db: Breaker<OrdersDb>) -> Result<String, GuardError<String>> {
+//!     let orders = db.call_async(fetch_orders).await.map_err(|e| e.map_inner(|e| e.to_string()))?;
+//!     Ok(orders.len().to_string())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let registry = Registry::new();
+//! let app = Router::new()
+//!     .route("/orders", get(list))
+//!     .route("/orders/count", get(count))
+//!     .with_state(registry.clone());
+//!
+//! registry.get("orders-db").force_open(); // an operator takes the database out
+//! for path in ["/orders", "/orders/count"] {
+//!     let request = Request::get(path).body(Body::empty()).unwrap();
+//!     let response = app.clone().oneshot(request).await.unwrap();
+//!     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+//! }
+//! # }
+//! ```
+//!
+//! Guard the outgoing call rather than the whole route: only the
+//! dependency's failures count, and the breaker's probes still work.
+//!
+//! Recipes for poem and rocket are in the repository's
+//! `docs/web-frameworks.md`.
+//!
+//! # Features
+//!
+//! None. The crate depends on `axum-core` and `http`, not on `axum`.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.85, as the core. Raising it is a minor-version change.
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
+
+mod extract;
+mod response;
+
+pub use extract::{Breaker, BreakerName};
+pub use response::{CircuitOpen, GuardError, handle_error};

@@ -1,0 +1,387 @@
+//! [`CircuitOpen`] and [`GuardError`]: a rejection as an HTTP response.
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+use axum_core::BoxError;
+use axum_core::body::Body;
+use axum_core::response::{IntoResponse, Response};
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, StatusCode};
+use interlock::{CallError, CircuitOpenError};
+
+/// A rejection by an open breaker, as an axum response: `503 Service
+/// Unavailable`, a `Retry-After` header and a JSON body.
+///
+/// | part           | value                                                         |
+/// |----------------|---------------------------------------------------------------|
+/// | status         | `503 Service Unavailable`                                     |
+/// | `Retry-After`  | [`retry_after`](CircuitOpenError::retry_after) rounded **up** to whole seconds; absent without an estimate (HALF_OPEN, FORCED_OPEN) |
+/// | `Content-Type` | `application/json`                                            |
+/// | body           | `{"detail":"Circuit 'NAME' is open"}`, serialised, so any name is escaped |
+///
+/// A rejection whose wait has already elapsed (`retry_after` of zero) sends
+/// `Retry-After: 0`: the breaker would admit a probe now.
+///
+/// The orphan rule keeps `IntoResponse` off [`CircuitOpenError`] itself;
+/// this newtype carries it, and `From` makes `?` convert.
+///
+/// ```
+/// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+/// use interlock::CircuitBreaker;
+/// use interlock_axum::CircuitOpen;
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let breaker = CircuitBreaker::new("orders-db");
+/// breaker.force_open();
+///
+/// let app = Router::new().route(
+///     "/orders",
+///     get(move || async move {
+///         let permit = breaker.acquire().map_err(CircuitOpen::from)?;
+///         permit.success();
+///         Ok::<_, CircuitOpen>("[]")
+///     }),
+/// );
+///
+/// let response = app.oneshot(Request::get("/orders").body(Body::empty()).unwrap()).await.unwrap();
+/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert!(response.headers().get("retry-after").is_none()); // no estimate after force_open
+/// let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+/// assert_eq!(&body[..], br#"{"detail":"Circuit 'orders-db' is open"}"#);
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct CircuitOpen(CircuitOpenError);
+
+impl CircuitOpen {
+    /// Wraps a rejection.
+    #[must_use]
+    pub fn new(open: CircuitOpenError) -> Self {
+        CircuitOpen(open)
+    }
+
+    /// The rejection.
+    #[must_use]
+    pub fn get_ref(&self) -> &CircuitOpenError {
+        &self.0
+    }
+
+    /// The rejection, unwrapped.
+    #[must_use]
+    pub fn into_inner(self) -> CircuitOpenError {
+        self.0
+    }
+
+    /// The `Retry-After` value in whole seconds, rounded up (0.2 s gives 1,
+    /// 30.0 s gives 30), or `None` when the breaker has no estimate.
+    ///
+    /// For building a response of your own shape.
+    ///
+    /// ```
+    /// use interlock::CircuitBreaker;
+    /// use interlock_axum::CircuitOpen;
+    ///
+    /// let breaker = CircuitBreaker::new("search");
+    /// breaker.force_open();
+    /// let open = CircuitOpen::from(breaker.acquire().unwrap_err());
+    /// assert_eq!(open.retry_after_secs(), None);
+    /// ```
+    #[must_use]
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.0.retry_after().map(ceil_secs)
+    }
+
+    /// The body's `detail` text: `Circuit 'NAME' is open`.
+    ///
+    /// ```
+    /// use interlock::CircuitBreaker;
+    /// use interlock_axum::CircuitOpen;
+    ///
+    /// let breaker = CircuitBreaker::new("search");
+    /// breaker.force_open();
+    /// let open = CircuitOpen::from(breaker.acquire().unwrap_err());
+    /// assert_eq!(open.detail(), "Circuit 'search' is open");
+    /// ```
+    #[must_use]
+    pub fn detail(&self) -> String {
+        format!("Circuit '{}' is open", self.0.breaker_name())
+    }
+
+    /// Finds a rejection in a tower `BoxError`: the error itself or any
+    /// error in its [`source`](Error::source) chain. Gives the error back
+    /// untouched when there is none.
+    ///
+    /// Use it in a `HandleErrorLayer` function of your own; [`handle_error`]
+    /// is the ready-made one.
+    ///
+    /// # Errors
+    ///
+    /// The original `err` if no [`CircuitOpenError`] is in its chain.
+    ///
+    /// ```
+    /// use axum::{BoxError, http::StatusCode, response::IntoResponse};
+    /// use interlock::CircuitBreaker;
+    /// use interlock_axum::CircuitOpen;
+    ///
+    /// async fn on_error(err: BoxError) -> axum::response::Response {
+    ///     match CircuitOpen::find(err) {
+    ///         Ok(open) => open.into_response(),
+    ///         Err(other) => (StatusCode::GATEWAY_TIMEOUT, other.to_string()).into_response(),
+    ///     }
+    /// }
+    ///
+    /// let breaker = CircuitBreaker::new("search");
+    /// breaker.force_open();
+    /// let err: BoxError = breaker.acquire().unwrap_err().into();
+    /// assert!(CircuitOpen::find(err).is_ok());
+    /// assert!(CircuitOpen::find("timed out".into()).is_err());
+    /// # let _ = on_error;
+    /// ```
+    pub fn find(err: BoxError) -> Result<CircuitOpen, BoxError> {
+        let found = {
+            let mut current: Option<&(dyn Error + 'static)> = Some(&*err);
+            let mut found = None;
+            while let Some(e) = current {
+                if let Some(open) = e.downcast_ref::<CircuitOpenError>() {
+                    found = Some(open.clone());
+                    break;
+                }
+                current = e.source();
+            }
+            found
+        };
+        found.map(CircuitOpen).ok_or(err)
+    }
+}
+
+/// Whole seconds, rounded up.
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
+}
+
+impl From<CircuitOpenError> for CircuitOpen {
+    fn from(open: CircuitOpenError) -> Self {
+        CircuitOpen(open)
+    }
+}
+
+impl From<CircuitOpen> for CircuitOpenError {
+    fn from(open: CircuitOpen) -> Self {
+        open.0
+    }
+}
+
+impl fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Error for CircuitOpen {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl IntoResponse for CircuitOpen {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "detail": self.detail() }).to_string();
+        let mut response = Body::from(body).into_response();
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secs) = self.retry_after_secs() {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// The error of a handler that guards a call: a rejection becomes the
+/// [`CircuitOpen`] response, the call's own error its own response.
+///
+/// `From` impls for [`CallError<E>`], [`CircuitOpenError`] and
+/// [`CircuitOpen`] let `?` convert in a handler returning
+/// `Result<_, GuardError<E>>`. `Display` and `source` are those of the
+/// wrapped error.
+///
+/// ```
+/// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+/// use interlock::CircuitBreaker;
+/// use interlock_axum::GuardError;
+/// use tower::ServiceExt;
+///
+/// /// The dependency's own error, with a response of its own.
+/// #[derive(Debug)]
+/// struct Upstream;
+/// impl std::fmt::Display for Upstream {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("upstream failed") }
+/// }
+/// impl std::error::Error for Upstream {}
+/// impl axum::response::IntoResponse for Upstream {
+///     fn into_response(self) -> axum::response::Response { StatusCode::BAD_GATEWAY.into_response() }
+/// }
+///
+/// async fn fetch_orders() -> Result<&'static str, Upstream> {
+///     Err(Upstream)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let breaker = CircuitBreaker::new("orders-db");
+/// let app = Router::new().route(
+///     "/orders",
+///     get(move || async move {
+///         let orders = breaker.call_async(fetch_orders).await?;
+///         Ok::<_, GuardError<Upstream>>(orders)
+///     }),
+/// );
+/// let response = app.oneshot(Request::get("/orders").body(Body::empty()).unwrap()).await.unwrap();
+/// assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum GuardError<E> {
+    /// The breaker rejected the call: answered with 503.
+    Rejected(CircuitOpen),
+    /// The call ran and failed: answered with `E`'s response.
+    Inner(E),
+}
+
+impl<E> GuardError<E> {
+    /// Whether the breaker rejected the call.
+    #[must_use]
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, GuardError::Rejected(_))
+    }
+
+    /// The call's own error, if it ran.
+    #[must_use]
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            GuardError::Rejected(_) => None,
+            GuardError::Inner(e) => Some(e),
+        }
+    }
+}
+
+impl<E> From<CallError<E>> for GuardError<E> {
+    fn from(err: CallError<E>) -> Self {
+        match err {
+            CallError::Rejected(open) => GuardError::Rejected(CircuitOpen(open)),
+            CallError::Inner(e) => GuardError::Inner(e),
+        }
+    }
+}
+
+impl<E> From<CircuitOpenError> for GuardError<E> {
+    fn from(open: CircuitOpenError) -> Self {
+        GuardError::Rejected(CircuitOpen(open))
+    }
+}
+
+impl<E> From<CircuitOpen> for GuardError<E> {
+    fn from(open: CircuitOpen) -> Self {
+        GuardError::Rejected(open)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for GuardError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GuardError::Rejected(open) => fmt::Display::fmt(open, f),
+            GuardError::Inner(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E: Error> Error for GuardError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            GuardError::Rejected(open) => open.source(),
+            GuardError::Inner(e) => e.source(),
+        }
+    }
+}
+
+impl<E: IntoResponse> IntoResponse for GuardError<E> {
+    fn into_response(self) -> Response {
+        match self {
+            GuardError::Rejected(open) => open.into_response(),
+            GuardError::Inner(e) => e.into_response(),
+        }
+    }
+}
+
+/// A ready-made function for axum's `HandleErrorLayer`: a rejection found
+/// in the error (see [`CircuitOpen::find`]) becomes the [`CircuitOpen`]
+/// response, anything else a bare `500 Internal Server Error`, so no
+/// internal message reaches the client.
+///
+/// To answer other errors differently, write the function yourself around
+/// [`CircuitOpen::find`].
+///
+/// ```
+/// use axum::{BoxError, Router, body::Body, error_handling::HandleErrorLayer, http::{Request, StatusCode}};
+/// use interlock::CircuitBreaker;
+/// use tower::{ServiceBuilder, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let breaker = CircuitBreaker::new("search");
+/// breaker.force_open();
+/// // A fallible tower service, as a breaker layer produces.
+/// let search = service_fn(move |_req: Request<Body>| {
+///     let admitted = breaker.acquire().map(|permit| permit.success());
+///     async move {
+///         admitted?;
+///         Ok::<_, BoxError>(axum::response::Response::new(Body::empty()))
+///     }
+/// });
+/// let app = Router::new().route_service(
+///     "/search",
+///     ServiceBuilder::new()
+///         .layer(HandleErrorLayer::new(interlock_axum::handle_error))
+///         .service(search),
+/// );
+/// let response = app.oneshot(Request::get("/search").body(Body::empty()).unwrap()).await.unwrap();
+/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// # }
+/// ```
+///
+/// # Cancel safety
+///
+/// It completes at its first poll.
+pub async fn handle_error(err: BoxError) -> Response {
+    match CircuitOpen::find(err) {
+        Ok(open) => open.into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_secs;
+    use std::time::Duration;
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        for (d, secs) in [
+            (Duration::ZERO, 0),
+            (Duration::from_nanos(1), 1),
+            (Duration::from_millis(200), 1),
+            (Duration::from_secs(1), 1),
+            (Duration::from_millis(1_001), 2),
+            (Duration::from_secs(30), 30),
+            (Duration::new(30, 1), 31),
+            (Duration::MAX, u64::MAX),
+        ] {
+            assert_eq!(ceil_secs(d), secs, "{d:?}");
+        }
+    }
+}
