@@ -11,15 +11,26 @@
 //! - `half_open`: tripped on a `ManualClock`, moved past the open wait, then each `call` is
 //!   `acquire()` + drop of the permit (the probe slot comes back, so every iteration re-admits).
 //! - `time_window`: `SlidingWindow::time(60 s)` holding `n` successful calls.
+//! - `closed_coarse`, `rejected_coarse`: the same as `closed` and `rejected` on
+//!   [`CoarseClock`] (one atomic load per clock read, millisecond resolution) instead of the
+//!   default `MonotonicClock` (`Instant::now()`); id `interlock-coarse`.
+//! - `registry(n)`: a [`Registry`] holding `n` names; each `call` is `Registry::get` of one
+//!   existing name (a hit). Peers have no registry.
 
 use std::time::Duration;
 
-use interlock::{CircuitBreaker, Config, ManualClock, SlidingWindow, State};
+use interlock::{
+    CircuitBreaker, Clock, CoarseClock, Config, ManualClock, MonotonicClock, Registry,
+    SlidingWindow, State,
+};
 
 use crate::{SyncBreaker, fail, ok};
 
 /// Name used in benchmark ids.
 pub const NAME: &str = "interlock";
+
+/// Name used in benchmark ids for interlock on [`CoarseClock`].
+pub const NAME_COARSE: &str = "interlock-coarse";
 
 /// An interlock breaker; `call` runs [`crate::ok`] through it.
 #[derive(Debug)]
@@ -33,10 +44,34 @@ impl SyncBreaker for Breaker {
 }
 
 fn build(config: Config) -> CircuitBreaker {
+    build_on(config, MonotonicClock)
+}
+
+fn build_on(config: Config, clock: impl Clock) -> CircuitBreaker {
     CircuitBreaker::builder("bench")
         .config(config)
+        .clock(clock)
         .build()
         .expect("interlock: valid breaker")
+}
+
+fn closed_on(clock: impl Clock) -> Breaker {
+    let b = Breaker(build_on(Config::default(), clock));
+    assert!(b.call(), "interlock: a fresh breaker must admit calls");
+    b
+}
+
+fn rejected_on(clock: impl Clock) -> Breaker {
+    let config = Config::builder()
+        .minimum_number_of_calls(1)
+        .wait_duration_in_open(Duration::from_secs(3600))
+        .build()
+        .expect("interlock: valid config");
+    let b = Breaker(build_on(config, clock));
+    let _ = b.0.call(fail);
+    assert_eq!(b.0.state(), State::Open, "interlock: breaker did not open");
+    assert!(!b.call(), "interlock: open breaker admitted a call");
+    b
 }
 
 /// Default configuration (count window of 100, slow-call detection on), closed.
@@ -45,9 +80,16 @@ fn build(config: Config) -> CircuitBreaker {
 /// If the breaker rejects a call.
 #[must_use]
 pub fn closed() -> Breaker {
-    let b = Breaker(build(Config::default()));
-    assert!(b.call(), "interlock: a fresh breaker must admit calls");
-    b
+    closed_on(MonotonicClock)
+}
+
+/// [`closed`] on [`CoarseClock`].
+///
+/// # Panics
+/// If the breaker rejects a call.
+#[must_use]
+pub fn closed_coarse() -> Breaker {
+    closed_on(CoarseClock)
 }
 
 /// Tripped by one failure with a one-hour open wait: every call is rejected.
@@ -56,16 +98,16 @@ pub fn closed() -> Breaker {
 /// If the breaker does not open.
 #[must_use]
 pub fn rejected() -> Breaker {
-    let config = Config::builder()
-        .minimum_number_of_calls(1)
-        .wait_duration_in_open(Duration::from_secs(3600))
-        .build()
-        .expect("interlock: valid config");
-    let b = Breaker(build(config));
-    let _ = b.0.call(fail);
-    assert_eq!(b.0.state(), State::Open, "interlock: breaker did not open");
-    assert!(!b.call(), "interlock: open breaker admitted a call");
-    b
+    rejected_on(MonotonicClock)
+}
+
+/// [`rejected`] on [`CoarseClock`].
+///
+/// # Panics
+/// If the breaker does not open.
+#[must_use]
+pub fn rejected_coarse() -> Breaker {
+    rejected_on(CoarseClock)
 }
 
 /// Half-open: each `call` acquires a probe permit and drops it unused.
@@ -102,13 +144,24 @@ pub fn half_open() -> HalfOpen {
         .build()
         .expect("interlock: valid breaker");
     let _ = breaker.call(fail);
-    assert_eq!(breaker.state(), State::Open, "interlock: breaker did not open");
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "interlock: breaker did not open"
+    );
     clock.advance(Duration::from_secs(61));
-    let h = HalfOpen { breaker, _clock: clock };
+    let h = HalfOpen {
+        breaker,
+        _clock: clock,
+    };
     for _ in 0..1000 {
         assert!(h.call(), "interlock: half-open breaker refused a probe");
     }
-    assert_eq!(h.breaker.state(), State::HalfOpen, "interlock: not half-open");
+    assert_eq!(
+        h.breaker.state(),
+        State::HalfOpen,
+        "interlock: not half-open"
+    );
     h
 }
 
@@ -127,4 +180,64 @@ pub fn time_window(n: usize) -> Breaker {
         assert!(b.call(), "interlock: prefill call rejected");
     }
     b
+}
+
+/// A registry hit: each `call` is `Registry::get` of a name that already exists.
+#[derive(Debug)]
+pub struct RegistryHit {
+    registry: Registry,
+    name: String,
+    expected: CircuitBreaker,
+}
+
+impl RegistryHit {
+    /// The registry under test.
+    #[must_use]
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The name every `call` looks up.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl SyncBreaker for RegistryHit {
+    #[inline]
+    fn call(&self) -> bool {
+        // The returned handle (an `Arc` clone) is dropped at the end of the statement.
+        self.registry.get(&self.name).ptr_eq(&self.expected)
+    }
+}
+
+/// A host-like breaker name, 25 bytes: `backend-0042.svc.internal`.
+#[must_use]
+pub fn registry_name(i: usize) -> String {
+    format!("backend-{i:04}.svc.internal")
+}
+
+/// A default [`Registry`] holding `n` names ([`registry_name`]`(0..n)`); `call` looks up
+/// the one in the middle. Warmed on the calling thread (its cached copy of the name table),
+/// which is the thread criterion times on.
+///
+/// # Panics
+/// If `n` is zero, or a lookup does not return the breaker created for the name.
+#[must_use]
+pub fn registry(n: usize) -> RegistryHit {
+    assert!(n > 0, "interlock: a registry hit needs at least one name");
+    let registry = Registry::new();
+    let breakers: Vec<_> = (0..n).map(|i| registry.get(&registry_name(i))).collect();
+    let pick = n / 2;
+    let hit = RegistryHit {
+        name: registry_name(pick),
+        expected: breakers[pick].clone(),
+        registry,
+    };
+    assert_eq!(hit.registry.len(), n, "interlock: registry size");
+    for _ in 0..1000 {
+        assert!(hit.call(), "interlock: registry returned another breaker");
+    }
+    hit
 }

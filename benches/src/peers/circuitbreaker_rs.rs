@@ -35,7 +35,9 @@ pub struct Breaker(CircuitBreaker<DefaultPolicy, OpError>);
 
 impl std::fmt::Debug for Breaker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Breaker").field(&self.0.current_state()).finish()
+        f.debug_tuple("Breaker")
+            .field(&self.0.current_state())
+            .finish()
     }
 }
 
@@ -47,10 +49,16 @@ impl SyncBreaker for Breaker {
 }
 
 /// Default configuration, closed.
+///
+/// # Panics
+/// If the breaker rejects a call.
 #[must_use]
 pub fn closed() -> Breaker {
     let b = Breaker(CircuitBreaker::<DefaultPolicy, OpError>::builder().build());
-    assert!(b.call(), "circuitbreaker-rs: a fresh breaker must admit calls");
+    assert!(
+        b.call(),
+        "circuitbreaker-rs: a fresh breaker must admit calls"
+    );
     b
 }
 
@@ -83,7 +91,10 @@ pub fn half_open() -> Breaker {
         .build();
     assert!(cb.force_open(), "circuitbreaker-rs: force_open failed");
     let b = Breaker(cb);
-    assert!(b.call(), "circuitbreaker-rs: half-open breaker rejected a probe");
+    assert!(
+        b.call(),
+        "circuitbreaker-rs: half-open breaker rejected a probe"
+    );
     assert_eq!(b.0.current_state(), State::HalfOpen);
     b
 }

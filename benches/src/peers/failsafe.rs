@@ -40,6 +40,9 @@ impl<P: FailurePolicy + Send> SyncBreaker for Breaker<P> {
 }
 
 /// Default configuration, closed.
+///
+/// # Panics
+/// If the breaker rejects a call.
 #[must_use]
 pub fn closed() -> impl SyncBreaker {
     let b = Breaker(Config::new().build());
@@ -53,7 +56,8 @@ pub fn closed() -> impl SyncBreaker {
 /// If the breaker does not open.
 #[must_use]
 pub fn rejected() -> impl SyncBreaker {
-    let policy = failure_policy::consecutive_failures(1, backoff::constant(Duration::from_secs(3600)));
+    let policy =
+        failure_policy::consecutive_failures(1, backoff::constant(Duration::from_secs(3600)));
     let sm = Config::new().failure_policy(policy).build();
     let _ = sm.call(fail);
     assert!(!sm.is_call_permitted(), "failsafe: breaker did not open");
@@ -77,18 +81,28 @@ impl<P: FailurePolicy + Send> SyncBreaker for HalfOpen<P> {
 /// If the breaker does not end up admitting in half-open.
 #[must_use]
 pub fn half_open() -> impl SyncBreaker {
-    let policy = failure_policy::consecutive_failures(1, backoff::constant(Duration::from_millis(1)));
+    let policy =
+        failure_policy::consecutive_failures(1, backoff::constant(Duration::from_millis(1)));
     let sm = Config::new().failure_policy(policy).build();
     let _ = sm.call(fail);
     assert!(!sm.is_call_permitted(), "failsafe: breaker did not open");
     crate::sleep(Duration::from_millis(5));
-    assert!(sm.is_call_permitted(), "failsafe: breaker did not go half-open");
+    assert!(
+        sm.is_call_permitted(),
+        "failsafe: breaker did not go half-open"
+    );
     // Still half-open: nothing was recorded. Debug shows the state.
-    assert!(format!("{sm:?}").contains("half_open"), "failsafe: not half-open: {sm:?}");
+    assert!(
+        format!("{sm:?}").contains("half_open"),
+        "failsafe: not half-open: {sm:?}"
+    );
     HalfOpen(sm)
 }
 
 /// A 60 s success-rate window already holding `n` successful calls.
+///
+/// # Panics
+/// If the breaker rejects a call.
 #[must_use]
 pub fn time_window(n: usize) -> impl SyncBreaker {
     let policy = failure_policy::success_rate_over_time_window(

@@ -48,6 +48,9 @@ fn trip(r: &Recloser) {
 }
 
 /// Count window of 100 (the default), closed.
+///
+/// # Panics
+/// If the breaker rejects a call.
 #[must_use]
 pub fn closed() -> Breaker {
     let b = Breaker(Recloser::custom().closed_len(100).build());
@@ -94,7 +97,10 @@ pub fn half_open() -> Breaker {
     // failure in a window of 100 would not), and many successes do not close it.
     let twin = half_open_recloser();
     for _ in 0..1000 {
-        assert!(twin.call(ok).is_ok(), "recloser: half-open twin rejected a success");
+        assert!(
+            twin.call(ok).is_ok(),
+            "recloser: half-open twin rejected a success"
+        );
     }
     let _ = twin.call(fail);
     assert!(

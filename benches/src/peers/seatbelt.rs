@@ -21,10 +21,10 @@
 //! 1 ns `break_duration` (hence a 1 ns cooldown between probes), wraps a service that never
 //! answers, polls each call's future once (that runs the admission) and drops it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::future::{Future, Pending, Ready};
 use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -141,7 +141,9 @@ pub async fn closed() -> Breaker<OkService> {
 /// # Panics
 /// If the breaker does not open.
 pub async fn rejected() -> Breaker<OkService> {
-    let l = layer().min_throughput(1).break_duration(Duration::from_secs(3600));
+    let l = layer()
+        .min_throughput(1)
+        .break_duration(Duration::from_secs(3600));
     let mut b = Breaker(l.layer(OkService));
     let _ = b.0.execute(TRIP).await;
     assert!(!b.call().await, "seatbelt: open breaker admitted a call");
@@ -149,14 +151,19 @@ pub async fn rejected() -> Breaker<OkService> {
 }
 
 fn half_open_layer() -> BreakerLayer<u64, Out> {
-    layer().min_throughput(1).break_duration(Duration::from_nanos(1))
+    layer()
+        .min_throughput(1)
+        .break_duration(Duration::from_nanos(1))
 }
 
 /// Trips `b`, then admits and abandons 1000 probes.
 async fn open_then_probe(b: &mut Breaker<NeverService>) {
     let _ = b.0.execute(TRIP).await;
     for _ in 0..1000 {
-        assert!(b.call().await, "seatbelt: half-open breaker refused a probe");
+        assert!(
+            b.call().await,
+            "seatbelt: half-open breaker refused a probe"
+        );
     }
 }
 
@@ -174,7 +181,11 @@ pub async fn half_open() -> Breaker<NeverService> {
     });
     let mut twin = Breaker(twin_layer.layer(NeverService));
     open_then_probe(&mut twin).await;
-    assert_eq!(probes.load(Ordering::Relaxed), 1000, "seatbelt: twin calls were not probes");
+    assert_eq!(
+        probes.load(Ordering::Relaxed),
+        1000,
+        "seatbelt: twin calls were not probes"
+    );
 
     let mut b = Breaker(half_open_layer().layer(NeverService));
     open_then_probe(&mut b).await;

@@ -82,7 +82,9 @@ pub struct Breaker<S>(CircuitBreaker<S, DefaultClassifier>);
 
 impl<S> fmt::Debug for Breaker<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Breaker").field(&self.0.state_sync()).finish()
+        f.debug_tuple("Breaker")
+            .field(&self.0.state_sync())
+            .finish()
     }
 }
 
@@ -135,7 +137,10 @@ pub async fn closed() -> Breaker<OkService> {
             .slow_call_duration_threshold(SLOW_CALL),
         OkService,
     );
-    assert!(b.call().await, "tower-resilience: a fresh breaker must admit calls");
+    assert!(
+        b.call().await,
+        "tower-resilience: a fresh breaker must admit calls"
+    );
     b
 }
 
@@ -152,7 +157,10 @@ pub async fn rejected() -> Breaker<OkService> {
         OkService,
     );
     b.0.force_open().await;
-    assert!(!b.call().await, "tower-resilience: open breaker admitted a call");
+    assert!(
+        !b.call().await,
+        "tower-resilience: open breaker admitted a call"
+    );
     assert_eq!(b.state(), CircuitState::Open);
     b
 }
@@ -172,7 +180,10 @@ pub async fn half_open() -> Breaker<NeverService> {
     b.0.force_open().await;
     tokio::time::sleep(Duration::from_millis(5)).await;
     for _ in 0..1000 {
-        assert!(b.call().await, "tower-resilience: half-open breaker refused a probe");
+        assert!(
+            b.call().await,
+            "tower-resilience: half-open breaker refused a probe"
+        );
     }
     assert_eq!(b.state(), CircuitState::HalfOpen);
     b

@@ -196,14 +196,18 @@ struct Ticker {
     thread: Mutex<Option<Thread>>,
 }
 
+/// A plain static (no `OnceLock` check on every read): it starts stopped, so
+/// the first read takes a precise reading through [`Ticker::wake`].
+static TICKER: Ticker = Ticker {
+    nanos: AtomicU64::new(0),
+    running: AtomicBool::new(false),
+    read_since_tick: AtomicBool::new(false),
+    thread: Mutex::new(None),
+};
+
+#[inline]
 fn ticker() -> &'static Ticker {
-    static TICKER: OnceLock<Ticker> = OnceLock::new();
-    TICKER.get_or_init(|| Ticker {
-        nanos: AtomicU64::new(MonotonicClock.now().0),
-        running: AtomicBool::new(false),
-        read_since_tick: AtomicBool::new(false),
-        thread: Mutex::new(None),
-    })
+    &TICKER
 }
 
 impl Ticker {
@@ -267,7 +271,9 @@ impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Timestamp {
         let t = ticker();
-        if t.running.load(Ordering::Relaxed) {
+        // Acquire: `wake` stored a reading before it set `running`, so a
+        // reader that sees the thread running never sees the initial zero.
+        if t.running.load(Ordering::Acquire) {
             if !t.read_since_tick.load(Ordering::Relaxed) {
                 t.read_since_tick.store(true, Ordering::Relaxed);
             }

@@ -244,6 +244,19 @@ impl Config {
             None => wait,
         }
     }
+
+    /// Whether this config can be coordinated through a storage (R2.4): the
+    /// shared OPEN -> HALF_OPEN move always waits `wait_duration_in_open`.
+    pub(crate) fn validate_for_storage(&self) -> Result<(), ConfigError> {
+        if self.wait_duration_backoff_multiplier != 1.0 {
+            return Err(ConfigError::new(
+                "wait_duration_backoff_multiplier",
+                "must be 1.0 on a breaker coordinated through a storage: the shared \
+                 OPEN -> HALF_OPEN move always waits wait_duration_in_open",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Builds a [`Config`]; every check happens in [`build`](Self::build).

@@ -217,6 +217,23 @@ impl CircuitOpenError {
         self.retry_after
     }
 
+    /// [`retry_after`](Self::retry_after) rounded up to whole seconds, as an
+    /// HTTP `Retry-After` header wants it (0.2 s gives 1, 30 s gives 30, an
+    /// elapsed wait gives 0); `None` without an estimate.
+    ///
+    /// ```
+    /// use interlock::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::new("db");
+    /// breaker.force_open();
+    /// let open = breaker.acquire().unwrap_err();
+    /// assert_eq!(open.retry_after_secs(), None);
+    /// ```
+    #[must_use]
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after.map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0))
+    }
+
     /// The breaker's most recent failure (R11.3), read when you ask: `None`
     /// if there was none or the breaker has been `reset()` since.
     #[must_use]

@@ -158,16 +158,64 @@ impl<'a> Event<'a> {
         }
     }
 
-    pub(crate) fn state_changed(breaker: &'a str, from: State, to: State) -> Self {
+    /// A [`StateChanged`](Event::StateChanged) event, for tests of listeners.
+    #[must_use]
+    pub fn state_changed(breaker: &'a str, from: State, to: State) -> Self {
         Event::StateChanged { breaker, from, to }
     }
 
-    pub(crate) fn call_recorded(breaker: &'a str, outcome: Outcome, duration: Duration) -> Self {
-        Event::CallRecorded {
-            breaker,
-            outcome,
-            duration,
-        }
+    /// A [`CallRecorded`](Event::CallRecorded) event.
+    #[must_use]
+    pub fn call_recorded(breaker: &'a str, outcome: Outcome, duration: Duration) -> Self {
+        Event::CallRecorded { breaker, outcome, duration }
+    }
+
+    /// A [`CallRejected`](Event::CallRejected) event.
+    #[must_use]
+    pub fn call_rejected(breaker: &'a str, state: State) -> Self {
+        Event::CallRejected { breaker, state }
+    }
+
+    /// A [`Reset`](Event::Reset) event.
+    #[must_use]
+    pub fn reset(breaker: &'a str) -> Self {
+        Event::Reset { breaker }
+    }
+
+    /// A [`StorageDegraded`](Event::StorageDegraded) event.
+    #[must_use]
+    pub fn storage_degraded(breaker: &'a str, error: &'a (dyn Error + 'static)) -> Self {
+        Event::StorageDegraded { breaker, error }
+    }
+
+    /// A [`StorageRecovered`](Event::StorageRecovered) event.
+    #[must_use]
+    pub fn storage_recovered(breaker: &'a str) -> Self {
+        Event::StorageRecovered { breaker }
+    }
+
+    /// A [`StorageWriteDropped`](Event::StorageWriteDropped) event.
+    #[must_use]
+    pub fn storage_write_dropped(breaker: &'a str) -> Self {
+        Event::StorageWriteDropped { breaker }
+    }
+
+    /// A [`RetryScheduled`](Event::RetryScheduled) event.
+    #[must_use]
+    pub fn retry_scheduled(name: &'a str, attempt: u32, delay: Duration) -> Self {
+        Event::RetryScheduled { name, attempt, delay }
+    }
+
+    /// A [`BulkheadRejected`](Event::BulkheadRejected) event.
+    #[must_use]
+    pub fn bulkhead_rejected(name: &'a str) -> Self {
+        Event::BulkheadRejected { name }
+    }
+
+    /// A [`FallbackUsed`](Event::FallbackUsed) event.
+    #[must_use]
+    pub fn fallback_used(name: &'a str, error: &'a (dyn Error + 'static)) -> Self {
+        Event::FallbackUsed { name, error }
     }
 }
 

@@ -43,6 +43,10 @@
 //! | feature   | what it adds                                              |
 //! |-----------|-----------------------------------------------------------|
 //! | `tracing` | [`LoggingEventListener`], reporting events via `tracing`  |
+//! | `tokio`   | `pipeline::TokioSleeper`: pipeline waits on tokio's timer; `storage::Coordinator::asynchronous`, a coordinator lane on a tokio task |
+//! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware |
+//! | `backon`  | `pipeline::backon`: retry helpers for the `backon` crate  |
+//! | `testing` | `storage::contract`, the public test suite for storage implementations, and `storage::testing::FlakyStorage` |
 //! | `full`    | every feature above                                       |
 //!
 //! No feature is on by default, and without features the crate has no
@@ -64,9 +68,15 @@ mod event;
 #[cfg(feature = "tracing")]
 mod logging;
 mod machine;
+pub mod mode;
+pub mod pipeline;
 mod policy;
 mod registry;
+pub mod storage;
 mod sync;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 mod window;
 
 pub use breaker::{CircuitBreaker, CircuitBreakerBuilder, Permit};
@@ -81,6 +91,9 @@ pub use logging::LoggingEventListener;
 pub use machine::{
     Admission, Machine, Outcome, ParseStateError, ProbeCounters, Refusal, State, Transition,
 };
+pub use pipeline::bulkhead::Full as BulkheadFullError;
+pub use pipeline::timeout::Elapsed as CallTimeoutError;
+pub use pipeline::{Pipeline, PipelineError};
 pub use policy::{HalfOpenPolicy, MAX_FAILURES_WITHIN, TripPolicy};
 pub use registry::{Registry, RegistryBuilder};
 pub use window::Snapshot;

@@ -251,16 +251,24 @@ pub struct ProbeCounters {
 #[derive(Clone, Debug)]
 enum TripState {
     Rate,
-    Consecutive { threshold: u32, count: u32 },
-    Within { failures: usize, period: Duration, times: VecDeque<Timestamp> },
+    Consecutive {
+        threshold: u32,
+        count: u32,
+    },
+    Within {
+        failures: usize,
+        period: Duration,
+        times: VecDeque<Timestamp>,
+    },
 }
 
 impl TripState {
     fn new(policy: TripPolicy) -> Self {
         match policy {
-            TripPolicy::ConsecutiveFailures { threshold } => {
-                TripState::Consecutive { threshold, count: 0 }
-            }
+            TripPolicy::ConsecutiveFailures { threshold } => TripState::Consecutive {
+                threshold,
+                count: 0,
+            },
             TripPolicy::FailuresWithin { failures, period } => TripState::Within {
                 failures: failures as usize,
                 period,
@@ -287,10 +295,18 @@ impl TripState {
                     && s.failure_rate() >= c.failure_rate_threshold
             }
             TripState::Consecutive { threshold, count } => {
-                *count = if outcome.is_failure() { count.saturating_add(1) } else { 0 };
+                *count = if outcome.is_failure() {
+                    count.saturating_add(1)
+                } else {
+                    0
+                };
                 *count >= *threshold
             }
-            TripState::Within { failures, period, times } => {
+            TripState::Within {
+                failures,
+                period,
+                times,
+            } => {
                 if !outcome.is_failure() {
                     return false;
                 }
@@ -298,7 +314,10 @@ impl TripState {
                     times.pop_front();
                 }
                 times.push_back(now);
-                while times.front().is_some_and(|&t| now.saturating_duration_since(t) > *period) {
+                while times
+                    .front()
+                    .is_some_and(|&t| now.saturating_duration_since(t) > *period)
+                {
                     times.pop_front();
                 }
                 times.len() >= *failures
@@ -574,8 +593,10 @@ impl Machine {
 
     /// Only the consecutive-successes policy restarts a stalled round.
     fn round_stalled(&self, now: Timestamp) -> bool {
-        matches!(self.config.half_open_policy, HalfOpenPolicy::ConsecutiveSuccesses { .. })
-            && self.round.admitted >= self.config.permitted_calls_in_half_open
+        matches!(
+            self.config.half_open_policy,
+            HalfOpenPolicy::ConsecutiveSuccesses { .. }
+        ) && self.round.admitted >= self.config.permitted_calls_in_half_open
             && now.saturating_duration_since(self.half_open_since)
                 >= self.config.wait_duration_in_open
     }

@@ -90,7 +90,10 @@ impl TripPolicy {
                         ),
                     ))
                 } else if period.is_zero() {
-                    Err(ConfigError::new("trip_policy", "failures_within needs a non-zero period"))
+                    Err(ConfigError::new(
+                        "trip_policy",
+                        "failures_within needs a non-zero period",
+                    ))
                 } else {
                     Ok(())
                 }

@@ -11,6 +11,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use std::marker::PhantomData;
+
 use crate::breaker::{CircuitBreaker, CircuitBreakerBuilder};
 use crate::classify::{ErrorClassifier, Verdict};
 use crate::clock::{Clock, ClockHandle};
@@ -18,6 +20,9 @@ use crate::config::Config;
 use crate::error::ConfigError;
 use crate::event::{EventListener, into_arc};
 use crate::machine::State;
+use crate::mode::{AsyncApi, Local, Mode, SyncApi};
+use crate::storage::Coordinator;
+use crate::storage::coordinator::Lane;
 
 type Table = HashMap<Box<str>, CircuitBreaker, NameHash>;
 
@@ -34,7 +39,9 @@ struct NameHash {
 impl NameHash {
     fn new() -> Self {
         use std::hash::BuildHasher;
-        NameHash { seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1 }
+        NameHash {
+            seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1,
+        }
     }
 }
 
@@ -59,6 +66,31 @@ impl NameHasher {
     }
 }
 
+/// The first 8 bytes of `bytes` (at least 8), little-endian.
+#[inline]
+fn le_u64(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(word)
+}
+
+/// 1 to 7 bytes as a zero-padded little-endian word, from overlapping reads.
+#[inline]
+fn short_word(rest: &[u8]) -> u64 {
+    let n = rest.len();
+    if n >= 4 {
+        let mut lo = [0u8; 4];
+        let mut hi = [0u8; 4];
+        lo.copy_from_slice(&rest[..4]);
+        hi.copy_from_slice(&rest[n - 4..]);
+        u64::from(u32::from_le_bytes(lo)) | u64::from(u32::from_le_bytes(hi)) << (8 * (n - 4))
+    } else {
+        u64::from(rest[0])
+            | u64::from(rest[n / 2]) << (8 * (n / 2))
+            | u64::from(rest[n - 1]) << (8 * (n - 1))
+    }
+}
+
 impl std::hash::Hasher for NameHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
@@ -70,9 +102,15 @@ impl std::hash::Hasher for NameHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+            // The tail as a zero-padded little-endian word, read with fixed-size
+            // loads: a copy of `rest.len()` bytes is a `memcpy` call.
+            let word = if bytes.len() >= 8 {
+                // The last 8 bytes overlap the last chunk: keep the tail's.
+                le_u64(&bytes[bytes.len() - 8..]) >> (8 * (8 - rest.len()))
+            } else {
+                short_word(rest)
+            };
+            self.add(word ^ ((rest.len() as u64) << 59));
         }
     }
 
@@ -108,9 +146,18 @@ impl std::hash::Hasher for NameHasher {
 /// assert_eq!(registry.names(), ["payments", "search"]);
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
-#[derive(Clone)]
-pub struct Registry {
+pub struct Registry<M = Local> {
     inner: Arc<RegistryInner>,
+    mode: PhantomData<fn() -> M>,
+}
+
+impl<M> Clone for Registry<M> {
+    fn clone(&self) -> Self {
+        Registry {
+            inner: Arc::clone(&self.inner),
+            mode: PhantomData,
+        }
+    }
 }
 
 struct RegistryInner {
@@ -139,6 +186,7 @@ struct Template {
     listeners: Vec<Arc<dyn EventListener>>,
     classifier: Option<ErrorClassifier>,
     initial_state: State,
+    lane: Option<Arc<Lane>>,
 }
 
 struct CacheEntry {
@@ -163,22 +211,32 @@ impl Registry {
     /// A registry with the default config and no listener.
     #[must_use]
     pub fn new() -> Self {
-        Registry::from_template(Template {
-            config: Config::default(),
-            clock: ClockHandle::default(),
-            listeners: Vec::new(),
-            classifier: None,
-            initial_state: State::Closed,
-        })
+        Registry::from_template(Template::default())
     }
 
     /// A builder for a registry.
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder {
-            template: Registry::new().inner.template.clone(),
+            template: Template::default(),
+            mode: PhantomData,
         }
     }
+}
 
+impl Default for Template {
+    fn default() -> Self {
+        Template {
+            config: Config::default(),
+            clock: ClockHandle::default(),
+            listeners: Vec::new(),
+            classifier: None,
+            initial_state: State::Closed,
+            lane: None,
+        }
+    }
+}
+
+impl<M: Mode> Registry<M> {
     fn from_template(template: Template) -> Self {
         let hash = NameHash::new();
         Registry {
@@ -195,6 +253,7 @@ impl Registry {
                 }),
                 template,
             }),
+            mode: PhantomData,
         }
     }
 
@@ -208,11 +267,11 @@ impl Registry {
     /// assert!(a.ptr_eq(&b));
     /// ```
     #[must_use]
-    pub fn get(&self, name: &str) -> CircuitBreaker {
+    pub fn get(&self, name: &str) -> CircuitBreaker<M> {
         if let Some(b) = self.lookup(name) {
-            return b;
+            return b.cast();
         }
-        self.create(name, None)
+        self.create(name, None).cast()
     }
 
     /// The breaker named `name`, created with `config` if it does not exist
@@ -220,26 +279,31 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] if `config` cannot be used by this registry's
-    /// breakers.
+    /// A [`ConfigError`] if the breaker must be created and `config` cannot
+    /// be coordinated (R2.4: a backoff multiplier with a storage).
     pub fn get_with_config(
         &self,
         name: &str,
         config: Config,
-    ) -> Result<CircuitBreaker, ConfigError> {
+    ) -> Result<CircuitBreaker<M>, ConfigError> {
         if let Some(b) = self.lookup(name) {
-            return Ok(b);
+            return Ok(b.cast());
         }
-        Ok(self.create(name, Some(config)))
+        if self.inner.template.lane.is_some() {
+            config.validate_for_storage()?;
+        }
+        Ok(self.create(name, Some(config)).cast())
     }
 
     /// The breaker named `name` if it exists; never creates one (R14.3).
     #[must_use]
-    pub fn get_existing(&self, name: &str) -> Option<CircuitBreaker> {
-        self.lookup(name).or_else(|| {
-            let all = self.all();
-            all.index.get(name).map(|&i| all.order[i].1.clone())
-        })
+    pub fn get_existing(&self, name: &str) -> Option<CircuitBreaker<M>> {
+        self.lookup(name)
+            .or_else(|| {
+                let all = self.all();
+                all.index.get(name).map(|&i| all.order[i].1.clone())
+            })
+            .map(CircuitBreaker::cast)
     }
 
     /// The names created so far, in creation order (a point-in-time copy).
@@ -274,18 +338,16 @@ impl Registry {
         self.len() == 0
     }
 
-    /// Closes every breaker created so far (see [`CircuitBreaker::close`]);
-    /// they stay cached, so `get` keeps returning the same instances (R14.4).
-    pub fn close_all(&self) {
-        for (_, breaker) in self.items() {
-            breaker.close();
-        }
-    }
-
     /// The config new breakers get by default.
     #[must_use]
     pub fn config(&self) -> &Config {
         &self.inner.template.config
+    }
+
+    /// Whether the breakers are coordinated through a storage.
+    #[must_use]
+    pub fn is_coordinated(&self) -> bool {
+        self.inner.template.lane.is_some()
     }
 
     fn all(&self) -> MutexGuard<'_, All> {
@@ -360,6 +422,7 @@ impl Registry {
             t.listeners.clone(),
             t.classifier.clone(),
             t.initial_state,
+            t.lane.clone(),
         );
         let breaker = match builder.build() {
             Ok(b) => b,
@@ -398,28 +461,61 @@ impl Registry {
     }
 }
 
+impl<M: SyncApi> Registry<M> {
+    /// Closes every breaker created so far (see [`CircuitBreaker::close`]);
+    /// they stay cached, so `get` keeps returning the same instances (R14.4).
+    pub fn close_all(&self) {
+        for (_, breaker) in self.items() {
+            breaker.close();
+        }
+    }
+}
+
+impl<M: AsyncApi> Registry<M> {
+    /// The async form of [`close_all`](Registry::close_all).
+    ///
+    /// # Cancel safety
+    ///
+    /// Breakers not yet closed when the future is dropped stay open.
+    pub async fn close_all_async(&self) {
+        for (_, breaker) in self.items() {
+            breaker.close_async().await;
+        }
+    }
+}
+
 impl Default for Registry {
     fn default() -> Self {
         Registry::new()
     }
 }
 
-impl fmt::Debug for Registry {
+impl<M: Mode> fmt::Debug for Registry<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("names", &self.names())
+            .field("coordinated", &self.is_coordinated())
             .finish_non_exhaustive()
     }
 }
 
 /// Builds a [`Registry`]; every check happens in [`build`](Self::build).
-#[derive(Clone)]
 #[must_use]
-pub struct RegistryBuilder {
+pub struct RegistryBuilder<M = Local> {
     template: Template,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl fmt::Debug for RegistryBuilder {
+impl<M> Clone for RegistryBuilder<M> {
+    fn clone(&self) -> Self {
+        RegistryBuilder {
+            template: self.template.clone(),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<M> fmt::Debug for RegistryBuilder<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegistryBuilder")
             .field("config", &self.template.config)
@@ -428,7 +524,18 @@ impl fmt::Debug for RegistryBuilder {
     }
 }
 
-impl RegistryBuilder {
+impl<M: Mode> RegistryBuilder<M> {
+    /// Coordinates every breaker through `coordinator`'s storage, each under
+    /// its own name (R14.1); the coordinator's mode becomes the registry's.
+    pub fn coordinator<N: Mode>(self, coordinator: &Coordinator<N>) -> RegistryBuilder<N> {
+        let mut template = self.template;
+        template.lane = Some(Arc::clone(&coordinator.lane));
+        RegistryBuilder {
+            template,
+            mode: PhantomData,
+        }
+    }
+
     /// The config of breakers created without one of their own.
     pub fn config(mut self, config: Config) -> Self {
         self.template.config = config;
@@ -467,9 +574,14 @@ impl RegistryBuilder {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming `initial_state` if it is OPEN or HALF_OPEN (R14.5).
-    pub fn build(self) -> Result<Registry, ConfigError> {
+    /// A [`ConfigError`] naming `initial_state` if it is OPEN or HALF_OPEN,
+    /// or `wait_duration_backoff_multiplier` if it is not 1.0 with a
+    /// coordinator (R14.5, R2.4).
+    pub fn build(self) -> Result<Registry<M>, ConfigError> {
         crate::machine::Machine::new(self.template.config.clone(), self.template.initial_state)?;
+        if self.template.lane.is_some() {
+            self.template.config.validate_for_storage()?;
+        }
         Ok(Registry::from_template(self.template))
     }
 }
@@ -611,6 +723,40 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(registry.len(), 2_000);
+    }
+
+    #[test]
+    fn name_hash_tail_reads_equal_a_zero_padded_copy() {
+        use std::hash::{BuildHasher, Hasher};
+        // The straightforward definition: 8-byte chunks, then the tail
+        // copied into a zeroed word.
+        fn reference(seed: u64, bytes: &[u8]) -> u64 {
+            let mut h = NameHasher { hash: seed };
+            let mut chunks = bytes.chunks_exact(8);
+            for chunk in &mut chunks {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                h.add(u64::from_le_bytes(word));
+            }
+            let rest = chunks.remainder();
+            if !rest.is_empty() {
+                let mut word = [0u8; 8];
+                word[..rest.len()].copy_from_slice(rest);
+                h.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+            }
+            h.finish()
+        }
+        let hash = NameHash::new();
+        let text: Vec<u8> = (1..=40u8).map(|b| b.wrapping_mul(37)).collect();
+        for len in 0..=text.len() {
+            let mut h = hash.build_hasher();
+            h.write(&text[..len]);
+            assert_eq!(
+                h.finish(),
+                reference(hash.seed, &text[..len]),
+                "length {len}"
+            );
+        }
     }
 
     #[test]

@@ -89,6 +89,7 @@ impl CountWindow {
         }
     }
 
+    #[inline]
     fn record(&mut self, outcome: Outcome) {
         let new = bits(outcome);
         let full = self.len == self.ring.len();
@@ -108,6 +109,7 @@ impl CountWindow {
         }
     }
 
+    #[inline]
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             total_calls: self.len as u64,
@@ -214,6 +216,7 @@ pub(crate) enum Window {
 }
 
 impl Window {
+    #[inline]
     pub(crate) fn record(&mut self, now: Timestamp, outcome: Outcome) {
         match self {
             Window::Count(w) => w.record(outcome),
@@ -221,6 +224,7 @@ impl Window {
         }
     }
 
+    #[inline]
     pub(crate) fn snapshot(&mut self, now: Timestamp) -> Snapshot {
         match self {
             Window::Count(w) => w.snapshot(),

@@ -50,3 +50,14 @@ fn lifecycle_tells_its_story() {
 fn two_clients_tells_its_story() {
     check("two_clients");
 }
+
+#[test]
+#[cfg(feature = "tokio")] // the example runs on tokio's paused clock
+fn pipeline_tells_its_story() {
+    check("pipeline");
+}
+
+#[test]
+fn fleet_tells_its_story() {
+    check("fleet");
+}

@@ -1,6 +1,7 @@
 //! [`CircuitBreakerBuilder`].
 
 use std::error::Error;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::classify::{ErrorClassifier, Verdict};
@@ -9,6 +10,9 @@ use crate::config::Config;
 use crate::error::ConfigError;
 use crate::event::{EventListener, into_arc};
 use crate::machine::{Machine, State};
+use crate::mode::{Local, Mode};
+use crate::storage::Coordinator;
+use crate::storage::coordinator::Lane;
 
 use super::CircuitBreaker;
 
@@ -26,18 +30,34 @@ use super::CircuitBreaker;
 /// assert_eq!(breaker.state(), State::MetricsOnly);
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
-#[derive(Clone)]
 #[must_use]
-pub struct CircuitBreakerBuilder {
+pub struct CircuitBreakerBuilder<M = Local> {
     name: String,
     config: Config,
     clock: ClockHandle,
     listeners: Vec<Arc<dyn EventListener>>,
     classifier: Option<ErrorClassifier>,
     initial_state: State,
+    lane: Option<Arc<Lane>>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl std::fmt::Debug for CircuitBreakerBuilder {
+impl<M> Clone for CircuitBreakerBuilder<M> {
+    fn clone(&self) -> Self {
+        CircuitBreakerBuilder {
+            name: self.name.clone(),
+            config: self.config.clone(),
+            clock: self.clock.clone(),
+            listeners: self.listeners.clone(),
+            classifier: self.classifier.clone(),
+            initial_state: self.initial_state,
+            lane: self.lane.clone(),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<M> std::fmt::Debug for CircuitBreakerBuilder<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CircuitBreakerBuilder")
             .field("name", &self.name)
@@ -45,6 +65,7 @@ impl std::fmt::Debug for CircuitBreakerBuilder {
             .field("clock", &self.clock)
             .field("listeners", &self.listeners.len())
             .field("initial_state", &self.initial_state)
+            .field("coordinated", &self.lane.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -56,6 +77,7 @@ pub(crate) struct Parts {
     pub(crate) listeners: Vec<Arc<dyn EventListener>>,
     pub(crate) classifier: Option<ErrorClassifier>,
     pub(crate) machine: Machine,
+    pub(crate) lane: Option<Arc<Lane>>,
 }
 
 impl CircuitBreakerBuilder {
@@ -67,9 +89,13 @@ impl CircuitBreakerBuilder {
             listeners: Vec::new(),
             classifier: None,
             initial_state: State::Closed,
+            lane: None,
+            mode: PhantomData,
         }
     }
+}
 
+impl<M: Mode> CircuitBreakerBuilder<M> {
     /// The breaker's config (default: [`Config::default`]).
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
@@ -108,6 +134,22 @@ impl CircuitBreakerBuilder {
         self
     }
 
+    /// Coordinates the breaker through `coordinator`'s shared storage under
+    /// its own name; the coordinator's mode becomes the breaker's (see
+    /// [`crate::mode`]).
+    pub fn coordinator<N: Mode>(self, coordinator: &Coordinator<N>) -> CircuitBreakerBuilder<N> {
+        CircuitBreakerBuilder {
+            name: self.name,
+            config: self.config,
+            clock: self.clock,
+            listeners: self.listeners,
+            classifier: self.classifier,
+            initial_state: self.initial_state,
+            lane: Some(Arc::clone(&coordinator.lane)),
+            mode: PhantomData,
+        }
+    }
+
     pub(crate) fn shared(
         name: &str,
         config: Config,
@@ -115,6 +157,7 @@ impl CircuitBreakerBuilder {
         listeners: Vec<Arc<dyn EventListener>>,
         classifier: Option<ErrorClassifier>,
         initial_state: State,
+        lane: Option<Arc<Lane>>,
     ) -> Self {
         CircuitBreakerBuilder {
             name: name.to_owned(),
@@ -123,6 +166,8 @@ impl CircuitBreakerBuilder {
             listeners,
             classifier,
             initial_state,
+            lane,
+            mode: PhantomData,
         }
     }
 
@@ -130,8 +175,13 @@ impl CircuitBreakerBuilder {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming `initial_state` if it is OPEN or HALF_OPEN (R3.1).
-    pub fn build(self) -> Result<CircuitBreaker, ConfigError> {
+    /// A [`ConfigError`] naming `initial_state` if it is OPEN or HALF_OPEN
+    /// (R3.1), or `wait_duration_backoff_multiplier` if it is not 1.0 on a
+    /// coordinated breaker (R2.4).
+    pub fn build(self) -> Result<CircuitBreaker<M>, ConfigError> {
+        if self.lane.is_some() {
+            self.config.validate_for_storage()?;
+        }
         let machine = Machine::new(self.config.clone(), self.initial_state)?;
         Ok(CircuitBreaker::from_parts(Parts {
             name: self.name,
@@ -140,6 +190,7 @@ impl CircuitBreakerBuilder {
             listeners: self.listeners,
             classifier: self.classifier,
             machine,
+            lane: self.lane,
         }))
     }
 }

@@ -1,7 +1,9 @@
 //! [`CircuitBreaker`]: the machine behind a lock, a lock-free fast path, and
-//! everything around it (clock, classification, listeners, timer).
+//! everything around it (clock, classification, listeners, timer, and the
+//! shared view of a coordinated breaker).
 
 mod builder;
+mod coordinated;
 mod permit;
 pub(crate) mod timer;
 
@@ -9,7 +11,8 @@ use std::cell::RefCell;
 use std::error::Error;
 use std::fmt::{self, Write as _};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
@@ -22,13 +25,19 @@ use crate::config::Config;
 use crate::error::{CallError, CircuitOpenError, Identity, LastFailure};
 use crate::event::{Event, EventListener, emit};
 use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
+use crate::mode::{AsyncApi, Local, Mode, SyncApi};
+use crate::storage::SharedState;
+use crate::storage::coordinator::{Item, Lane, Write};
 use crate::sync::{AtomicU64, Mutex, MutexGuard};
 use crate::window::Snapshot;
 use timer::{Scheduler, TimerKey, TimerTarget};
 
-/// A named circuit breaker, for sync and async code alike.
+/// A named circuit breaker.
 ///
-/// Cloning is cheap (an `Arc`): every clone is the same breaker.
+/// Cloning is cheap (an `Arc`): every clone is the same breaker. The mode
+/// `M` says which API it serves (see [`crate::mode`]): a breaker without
+/// storage ([`Local`], the default) serves both the blocking and the async
+/// API.
 ///
 /// ```
 /// use interlock::{CallError, CircuitBreaker, Config, ManualClock, SlidingWindow, State};
@@ -62,20 +71,65 @@ use timer::{Scheduler, TimerKey, TimerTarget};
 /// assert_eq!(breaker.state(), State::Closed);
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
-#[derive(Clone)]
-pub struct CircuitBreaker {
-    inner: Arc<Inner>,
+pub struct CircuitBreaker<M = Local> {
+    pub(crate) inner: Arc<Inner>,
+    mode: PhantomData<fn() -> M>,
+}
+
+impl<M> Clone for CircuitBreaker<M> {
+    fn clone(&self) -> Self {
+        CircuitBreaker {
+            inner: Arc::clone(&self.inner),
+            mode: PhantomData,
+        }
+    }
+}
+
+/// What the breaker's lock guards: the machine and, for a coordinated
+/// breaker, its cached shared view and degradation state.
+pub(crate) struct Core {
+    pub(crate) machine: Machine,
+    pub(crate) shared: Option<SharedCell>,
+}
+
+/// A coordinated breaker's view of the storage (R15, R17.6).
+#[derive(Debug, Default)]
+pub(crate) struct SharedCell {
+    pub(crate) view: Option<SharedState>,
+    pub(crate) degraded: bool,
+    /// Consecutive storage failures of this outage (`k` of R17.7).
+    pub(crate) failures: u32,
+    pub(crate) retry_at: Timestamp,
+}
+
+impl Core {
+    /// R15.1: an override wins; then a healthy shared OPEN or HALF_OPEN;
+    /// then the local machine. The flag says the shared view governs.
+    pub(crate) fn effective(&self) -> (State, bool) {
+        let local = self.machine.state();
+        if local.is_override() {
+            return (local, false);
+        }
+        match &self.shared {
+            Some(SharedCell {
+                view: Some(v),
+                degraded: false,
+                ..
+            }) if matches!(v.state, State::Open | State::HalfOpen) => (v.state, true),
+            _ => (local, false),
+        }
+    }
 }
 
 pub(crate) struct Inner {
     identity: Arc<Identity>,
-    /// `generation << 3 | state`, republished after every machine change, so
-    /// admission in CLOSED, DISABLED, METRICS_ONLY and FORCED_OPEN, and
-    /// rejection in OPEN, take no lock.
+    /// `generation << 4 | shared << 3 | effective state`, republished after
+    /// every change under the lock, so admission in CLOSED, DISABLED,
+    /// METRICS_ONLY and FORCED_OPEN, and rejection in OPEN, take no lock.
     status: AtomicU64,
-    /// The OPEN period's deadline (nanoseconds), valid while status is OPEN.
+    /// The local OPEN period's deadline (nanoseconds).
     open_until: AtomicU64,
-    machine: Mutex<Machine>,
+    core: Mutex<Core>,
     config: Config,
     clock: ClockHandle,
     slow_nanos: u64,
@@ -84,6 +138,10 @@ pub(crate) struct Inner {
     /// Always `std`: the timer thread is not modelled under loom.
     timer: std::sync::Mutex<TimerSlot>,
     shut_down: AtomicBool,
+    /// The coordinator's lane, for a coordinated breaker.
+    lane: Option<Arc<Lane>>,
+    /// Writes this breaker has queued on its lane and not yet run (R17.5).
+    queued: AtomicUsize,
     weak_self: Weak<Inner>,
 }
 
@@ -93,8 +151,12 @@ struct TimerSlot {
     closed: bool,
 }
 
-fn pack(machine: &Machine) -> u64 {
-    machine.generation() << 3 | machine.state().to_bits()
+const SHARED_BIT: u64 = 8;
+const STATUS_SHIFT: u32 = 4;
+
+fn pack(core: &Core) -> u64 {
+    let (state, shared) = core.effective();
+    (core.machine.generation() << STATUS_SHIFT) | (u64::from(shared) * SHARED_BIT) | state.to_bits()
 }
 
 /// An admitted call, before it settles.
@@ -102,6 +164,19 @@ fn pack(machine: &Machine) -> u64 {
 pub(crate) struct Ticket {
     pub(crate) admission: Admission,
     pub(crate) start: Timestamp,
+    /// Admitted through a shared HALF_OPEN lease (R15.2).
+    pub(crate) leased: bool,
+}
+
+/// What one change under the lock did, to act on after unlocking.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Effects {
+    /// The local machine's transition (timer, shared trip).
+    pub(crate) local: Option<Transition>,
+    /// The effective state before and after, if it changed (R13.5).
+    pub(crate) effective: Option<(State, State)>,
+    generation: u64,
+    open_wait: Duration,
 }
 
 /// Releases an unsettled call's slot if dropped (cancellation, panic).
@@ -112,7 +187,7 @@ struct Guard<'a> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        self.inner.release(self.ticket.admission);
+        self.inner.release(self.ticket);
     }
 }
 
@@ -124,21 +199,40 @@ impl Guard<'_> {
 }
 
 impl Inner {
-    fn machine(&self) -> MutexGuard<'_, Machine> {
-        self.machine.lock().unwrap_or_else(PoisonError::into_inner)
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn publish(&self, machine: &Machine) {
+    fn publish(&self, core: &Core) {
         self.open_until
-            .store(machine.open_until().as_nanos(), Ordering::Relaxed);
-        self.status.store(pack(machine), Ordering::Release);
+            .store(core.machine.open_until().as_nanos(), Ordering::Relaxed);
+        self.status.store(pack(core), Ordering::Release);
+    }
+
+    /// Runs `op` under the lock, republishes, and reports what changed.
+    pub(crate) fn change<R>(
+        &self,
+        op: impl FnOnce(&mut Core) -> (R, Option<Transition>),
+    ) -> (R, Effects) {
+        let mut core = self.core();
+        let before = core.effective().0;
+        let (r, local) = op(&mut core);
+        let after = core.effective().0;
+        self.publish(&core);
+        let effects = Effects {
+            local,
+            effective: (before != after).then_some((before, after)),
+            generation: core.machine.generation(),
+            open_wait: core.machine.open_wait(),
+        };
+        (r, effects)
     }
 
     pub(crate) fn name(&self) -> &str {
         &self.identity.name
     }
 
-    fn emit(&self, event: &Event<'_>) {
+    pub(crate) fn emit(&self, event: &Event<'_>) {
         if !self.listeners.is_empty() {
             emit(&self.listeners, event);
         }
@@ -152,57 +246,101 @@ impl Inner {
         CircuitOpenError::new(Arc::clone(&self.identity), state, retry_after)
     }
 
-    /// Admits a call or rejects it (R6), lock-free unless the machine must
-    /// decide (lazy OPEN -> HALF_OPEN, HALF_OPEN probe caps).
+    fn ticket(&self, admission: Admission, leased: bool) -> Ticket {
+        // R4.2: the call's clock starts after admission.
+        Ticket {
+            admission,
+            start: self.clock.now(),
+            leased,
+        }
+    }
+
+    /// The lock-free part of admission (R6): `Ok(Some)` admitted, `Ok(None)`
+    /// the lock (or the storage) must decide, `Err` rejected.
     #[inline]
-    pub(crate) fn admit(&self) -> Result<Ticket, CircuitOpenError> {
+    fn admit_fast(&self) -> Result<Option<(Admission, bool)>, CircuitOpenError> {
         let status = self.status.load(Ordering::Acquire);
-        let state = State::from_bits(status);
-        let admission = match state {
-            State::Closed | State::Disabled | State::MetricsOnly => Admission {
-                generation: status >> 3,
-                probe: false,
-            },
-            State::ForcedOpen => return Err(self.reject(State::ForcedOpen, None)),
+        let shared = status & SHARED_BIT != 0;
+        match State::from_bits(status) {
+            State::Closed | State::Disabled | State::MetricsOnly => Ok(Some((
+                Admission {
+                    generation: status >> STATUS_SHIFT,
+                    probe: false,
+                },
+                shared,
+            ))),
+            State::ForcedOpen => Err(self.reject(State::ForcedOpen, None)),
+            // R15.5: a shared OPEN has no lazy path and no estimate.
+            State::Open if shared => Err(self.reject(State::Open, None)),
             State::Open => {
                 let now = self.clock.now();
                 let until = Timestamp::from_nanos(self.open_until.load(Ordering::Relaxed));
                 if now < until {
-                    return Err(self.reject(State::Open, Some(until - now)));
+                    Err(self.reject(State::Open, Some(until - now)))
+                } else {
+                    Ok(None)
                 }
-                self.admit_locked(now)?
             }
-            State::HalfOpen => self.admit_locked(self.clock.now())?,
-        };
-        // R4.2: the call's clock starts after admission.
-        Ok(Ticket {
-            admission,
-            start: self.clock.now(),
-        })
+            State::HalfOpen => Ok(None),
+        }
+    }
+
+    /// Admission for the blocking API: a shared HALF_OPEN leases inline.
+    #[inline]
+    pub(crate) fn admit(&self) -> Result<Ticket, CircuitOpenError> {
+        match self.admit_fast()? {
+            Some((admission, _)) => Ok(self.ticket(admission, false)),
+            None => self.admit_slow_blocking(),
+        }
     }
 
     #[cold]
-    fn admit_locked(&self, now: Timestamp) -> Result<Admission, CircuitOpenError> {
-        let mut m = self.machine();
-        let result = m.try_acquire(now);
-        // A transition, or a restarted round (new generation, same state).
-        if result.is_ok() {
-            self.publish(&m);
-        }
-        drop(m);
-        match result {
-            Ok((admission, transition)) => {
-                if let Some(t) = transition {
-                    self.after_transition(t, 0, Duration::ZERO);
-                }
-                Ok(admission)
+    fn admit_slow_blocking(&self) -> Result<Ticket, CircuitOpenError> {
+        let now = self.clock.now();
+        if let Some(lane) = self.lease_lane(now) {
+            if let Some(result) = self.lease_blocking(&lane, now) {
+                return result;
             }
+        }
+        self.admit_locked(now).map(|a| self.ticket(a, false))
+    }
+
+    /// Admission for the async API.
+    pub(crate) async fn admit_async(&self) -> Result<Ticket, CircuitOpenError> {
+        if let Some(lane) = &self.lane {
+            lane.ensure_running();
+        }
+        match self.admit_fast()? {
+            Some((admission, _)) => Ok(self.ticket(admission, false)),
+            None => {
+                let now = self.clock.now();
+                if let Some(lane) = self.lease_lane(now) {
+                    if let Some(result) = self.lease_async(&lane, now).await {
+                        return result;
+                    }
+                }
+                self.admit_locked(now).map(|a| self.ticket(a, false))
+            }
+        }
+    }
+
+    /// The local rules under the lock (R6, R15.2 when the storage is out).
+    #[cold]
+    fn admit_locked(&self, now: Timestamp) -> Result<Admission, CircuitOpenError> {
+        let (result, effects) = self.change(|core| {
+            let r = core.machine.try_acquire(now);
+            let local = r.as_ref().ok().and_then(|(_, t)| *t);
+            (r, local)
+        });
+        self.after(effects);
+        match result {
+            Ok((admission, _)) => Ok(admission),
             Err(refusal) => Err(self.reject(refusal.state, refusal.retry_after)),
         }
     }
 
     /// Records a settled call (R4), then reports it (R13.4: the call, then
-    /// any transition it caused).
+    /// any transition it caused), then queues shared writes (R15.4).
     fn settle(
         &self,
         ticket: Ticket,
@@ -218,23 +356,23 @@ impl Inner {
             self.remember_failure(err, type_name);
         }
         let status = self.status.load(Ordering::Acquire);
-        let current = status >> 3 == ticket.admission.generation;
+        let current = status >> STATUS_SHIFT == ticket.admission.generation;
         // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
         // machine: skip the lock.
-        let mut transition = None;
-        let mut opened = (0, Duration::ZERO);
+        let mut effects = Effects::default();
         if current && State::from_bits(status) != State::Disabled {
-            let mut m = self.machine();
-            transition = m.record(
-                end,
-                ticket.admission,
-                outcome,
-                verdict == Verdict::Inconclusive,
-            );
-            if transition.is_some() {
-                self.publish(&m);
-                opened = (m.generation(), m.open_wait());
-            }
+            let inconclusive = verdict == Verdict::Inconclusive && !ticket.leased;
+            (_, effects) = self.change(|core| {
+                // D2: a leased probe never touches local probe accounting.
+                if ticket.leased && core.machine.state() == State::HalfOpen {
+                    return ((), None);
+                }
+                (
+                    (),
+                    core.machine
+                        .record(end, ticket.admission, outcome, inconclusive),
+                )
+            });
         }
         if !self.listeners.is_empty() {
             let duration = Duration::from_nanos(elapsed_nanos);
@@ -243,16 +381,18 @@ impl Inner {
                 &Event::call_recorded(self.name(), outcome, duration),
             );
         }
-        if let Some(t) = transition {
-            self.after_transition(t, opened.0, opened.1);
+        self.after(effects);
+        if ticket.leased {
+            // R9.6: a leased probe's verdict always counts in the storage.
+            self.enqueue(Write::Probe(outcome));
         }
     }
 
-    /// Hands back a cancelled call's probe slot (R4.5, R8.9).
-    fn release(&self, admission: Admission) {
-        if admission.probe {
-            let mut m = self.machine();
-            m.release(admission);
+    /// Hands back a cancelled call's probe slot (R4.5, R8.9). A leased probe
+    /// is never handed back (there is no un-lease, R15.4).
+    fn release(&self, ticket: Ticket) {
+        if ticket.admission.probe && !ticket.leased {
+            self.core().machine.release(ticket.admission);
         }
     }
 
@@ -289,14 +429,47 @@ impl Inner {
         }
     }
 
-    /// Publishes a transition and keeps the timer in step with it (R12).
-    fn after_transition(&self, t: Transition, generation: u64, open_wait: Duration) {
-        if t.from == State::Open {
-            self.cancel_timer();
+    /// Acts on a change after the lock is released: the state-change event,
+    /// the timer (R12), and the shared trip of a coordinated breaker (R15.4).
+    pub(crate) fn after(&self, effects: Effects) {
+        if let Some(t) = effects.local {
+            if t.from == State::Open {
+                self.cancel_timer();
+            }
         }
-        self.emit(&Event::state_changed(self.name(), t.from, t.to));
-        if t.to == State::Open && self.config.auto_transition() {
-            self.arm_timer(generation, open_wait);
+        if let Some((from, to)) = effects.effective {
+            self.emit(&Event::state_changed(self.name(), from, to));
+        }
+        if let Some(t) = effects.local {
+            if t.to == State::Open && self.config.auto_transition() {
+                self.arm_timer(effects.generation, effects.open_wait);
+            }
+            if t.from == State::Closed && t.to == State::Open {
+                self.enqueue(Write::Trip);
+            }
+        }
+    }
+
+    /// Queues a shared write (R17.5): dropped silently after shutdown,
+    /// dropped with an event when this breaker's queue is full.
+    fn enqueue(&self, write: Write) {
+        let Some(lane) = &self.lane else { return };
+        if self.shut_down.load(Ordering::Acquire) {
+            return;
+        }
+        let limit = lane.settings.write_queue_size();
+        let admitted = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q < limit).then_some(q + 1)
+            })
+            .is_ok();
+        if admitted {
+            lane.push(Item::Write(self.weak_self.clone(), write));
+        } else {
+            self.emit(&Event::StorageWriteDropped {
+                breaker: self.name(),
+            });
         }
     }
 
@@ -332,35 +505,42 @@ impl Inner {
         }
     }
 
-    fn apply(&self, op: impl FnOnce(&mut Machine) -> Option<Transition>) -> Option<Transition> {
-        let mut m = self.machine();
-        let t = op(&mut m);
-        self.publish(&m);
-        let opened = (m.generation(), m.open_wait());
-        drop(m);
-        if let Some(t) = t {
-            self.after_transition(t, opened.0, opened.1);
+    fn apply(&self, op: impl FnOnce(&mut Machine) -> Option<Transition>) {
+        let ((), effects) = self.change(|core| ((), op(&mut core.machine)));
+        self.after(effects);
+    }
+
+    /// Stops the timer for good (R12.3).
+    fn stop_timer(&self) {
+        let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.closed = true;
+        if let Some(key) = slot.key.take() {
+            Scheduler::global().cancel(key);
         }
-        t
+    }
+
+    /// After shutdown: nothing refreshes the shared view, so drop it
+    /// (R15.10), reporting the fall back to local state.
+    fn drop_shared_view(&self) {
+        let ((), effects) = self.change(|core| {
+            if let Some(cell) = core.shared.as_mut() {
+                cell.view = None;
+            }
+            ((), None)
+        });
+        self.after(effects);
     }
 }
 
 impl TimerTarget for Inner {
     fn fire(&self, generation: u64) {
         let now = self.clock.now();
-        let mut m = self.machine();
-        let t = m.on_timer(now, generation);
-        if t.is_some() {
-            self.publish(&m);
-        }
-        drop(m);
-        if let Some(t) = t {
-            self.timer
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .key = None;
-            self.emit(&Event::state_changed(self.name(), t.from, t.to));
-        }
+        let ((), effects) = self.change(|core| ((), core.machine.on_timer(now, generation)));
+        self.timer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .key = None;
+        self.after(effects);
     }
 }
 
@@ -398,7 +578,9 @@ impl CircuitBreaker {
     pub fn builder(name: impl AsRef<str>) -> CircuitBreakerBuilder {
         CircuitBreakerBuilder::new(name.as_ref())
     }
+}
 
+impl<M: Mode> CircuitBreaker<M> {
     pub(crate) fn from_parts(parts: builder::Parts) -> Self {
         let builder::Parts {
             name,
@@ -407,15 +589,20 @@ impl CircuitBreaker {
             listeners,
             classifier,
             machine,
+            lane,
         } = parts;
-        let status = AtomicU64::new(pack(&machine));
-        let open_until = AtomicU64::new(machine.open_until().as_nanos());
+        let core = Core {
+            machine,
+            shared: lane.as_ref().map(|_| SharedCell::default()),
+        };
+        let status = AtomicU64::new(pack(&core));
+        let open_until = AtomicU64::new(core.machine.open_until().as_nanos());
         let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
         let inner = Arc::new_cyclic(|weak_self| Inner {
             identity: Arc::new(Identity::new(&name)),
             status,
             open_until,
-            machine: Mutex::new(machine),
+            core: Mutex::new(core),
             config,
             clock,
             slow_nanos,
@@ -423,9 +610,17 @@ impl CircuitBreaker {
             classifier,
             timer: std::sync::Mutex::new(TimerSlot::default()),
             shut_down: AtomicBool::new(false),
+            lane,
+            queued: AtomicUsize::new(0),
             weak_self: weak_self.clone(),
         });
-        CircuitBreaker { inner }
+        if let Some(lane) = &inner.lane {
+            lane.attach(Arc::downgrade(&inner));
+        }
+        CircuitBreaker {
+            inner,
+            mode: PhantomData,
+        }
     }
 
     /// The breaker's name.
@@ -440,40 +635,49 @@ impl CircuitBreaker {
         &self.inner.config
     }
 
-    /// The current state, without taking a lock.
+    /// The effective state (R15.1), without taking a lock.
     ///
     /// OPEN stays OPEN after its wait until a call (or the `auto_transition`
-    /// timer) moves it to HALF_OPEN (R6.3).
+    /// timer) moves it to HALF_OPEN (R6.3). A coordinated breaker reports
+    /// the shared OPEN or HALF_OPEN while its storage is healthy, unless an
+    /// operator override is active.
     #[must_use]
     pub fn state(&self) -> State {
         State::from_bits(self.inner.status.load(Ordering::Acquire))
     }
 
-    /// The machine's generation, bumped by every transition and override (R8.8).
+    /// The local machine's generation, bumped by every transition and
+    /// override (R8.8).
     #[must_use]
     pub fn generation(&self) -> u64 {
-        self.inner.status.load(Ordering::Acquire) >> 3
+        self.inner.status.load(Ordering::Acquire) >> STATUS_SHIFT
     }
 
     /// The window's totals now (R1.3), consistent under concurrent calls.
+    /// Always the local window, also for a coordinated breaker.
     #[must_use]
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.clock.now();
-        self.inner.machine().snapshot(now)
+        self.inner.core().machine.snapshot(now)
     }
 
-    /// The probe accounting of the current HALF_OPEN round.
+    /// The probe accounting of the local HALF_OPEN round (leased probes of a
+    /// shared round are counted by the storage, D2).
     #[must_use]
     pub fn probes(&self) -> ProbeCounters {
-        self.inner.machine().probes()
+        self.inner.core().machine.probes()
     }
 
-    /// How long until a probe may be admitted: `Some` only in OPEN, and zero
-    /// once the wait has elapsed (R6.2).
+    /// How long until a probe may be admitted: `Some` only in a local OPEN,
+    /// and zero once the wait has elapsed (R6.2).
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         let now = self.inner.clock.now();
-        self.inner.machine().retry_after(now)
+        let core = self.inner.core();
+        match core.effective() {
+            (State::Open, false) => core.machine.retry_after(now),
+            _ => None,
+        }
     }
 
     /// The most recent error judged a failure, kept until [`reset`](Self::reset) (R11.3).
@@ -482,6 +686,92 @@ impl CircuitBreaker {
         self.inner.identity.last_failure()
     }
 
+    /// The cached shared view of a coordinated breaker, if any (`None`
+    /// without storage, before the first poll, and after shutdown).
+    #[must_use]
+    pub fn shared_view(&self) -> Option<SharedState> {
+        self.inner.core().shared.as_ref().and_then(|c| c.view)
+    }
+
+    /// Whether a coordinated breaker runs on local state because its storage
+    /// failed (R15.7).
+    #[must_use]
+    pub fn is_degraded(&self) -> bool {
+        self.inner
+            .core()
+            .shared
+            .as_ref()
+            .is_some_and(|c| c.degraded)
+    }
+
+    /// Whether this breaker is coordinated through a storage.
+    #[must_use]
+    pub fn is_coordinated(&self) -> bool {
+        self.inner.lane.is_some()
+    }
+
+    /// Back to CLOSED with a fresh window, no backoff and no last failure
+    /// (R11.2). Emits the state change, if any, then [`Event::Reset`]. A
+    /// coordinated breaker resumes the cached shared state and never writes
+    /// to the storage (R15.8).
+    pub fn reset(&self) {
+        self.inner.apply(Machine::reset);
+        self.inner.identity.set_last_failure(None);
+        self.inner.emit(&Event::Reset {
+            breaker: self.name(),
+        });
+    }
+
+    /// Operator override: reject every call until [`reset`](Self::reset)
+    /// (R11.1); local to this instance even when coordinated (R15.8).
+    pub fn force_open(&self) {
+        self.inner.apply(|m| m.override_to(State::ForcedOpen));
+    }
+
+    /// Operator override: admit every call, count nothing, never trip;
+    /// listeners still see every call (R11.1). A coordinated breaker admits
+    /// without leasing shared probes.
+    pub fn disable(&self) {
+        self.inner.apply(|m| m.override_to(State::Disabled));
+    }
+
+    /// Operator override: admit every call, count outcomes, never trip (R11.1).
+    pub fn metrics_only(&self) {
+        self.inner.apply(|m| m.override_to(State::MetricsOnly));
+    }
+
+    /// Whether [`close`](CircuitBreaker::close) (or `close_async`) has been called.
+    #[must_use]
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shut_down.load(Ordering::Acquire)
+    }
+
+    /// Whether two handles are the same breaker.
+    #[must_use]
+    pub fn ptr_eq(&self, other: &CircuitBreaker<M>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The same breaker seen with another mode (internal: the registry's
+    /// tables hold one type).
+    pub(crate) fn cast<N>(self) -> CircuitBreaker<N> {
+        CircuitBreaker {
+            inner: self.inner,
+            mode: PhantomData,
+        }
+    }
+
+    /// Marks the breaker shut down; `false` if it already was.
+    fn begin_shutdown(&self) -> bool {
+        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.inner.stop_timer();
+        true
+    }
+}
+
+impl<M: SyncApi> CircuitBreaker<M> {
     /// Runs `f` if the breaker admits it, and records how it went.
     ///
     /// An `Err` is a failure unless the breaker's
@@ -564,6 +854,46 @@ impl CircuitBreaker {
         result.map_err(CallError::Inner)
     }
 
+    /// Asks for admission without running anything: for code that is not a
+    /// closure. Record the outcome on the [`Permit`]; dropping it unrecorded
+    /// cancels the call.
+    ///
+    /// # Errors
+    ///
+    /// [`CircuitOpenError`] if the breaker rejects the call.
+    ///
+    /// ```
+    /// use interlock::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::new("queue");
+    /// let permit = breaker.acquire()?;
+    /// // ... talk to the dependency ...
+    /// permit.success();
+    /// assert_eq!(breaker.snapshot().total_calls, 1);
+    /// # Ok::<(), interlock::CircuitOpenError>(())
+    /// ```
+    pub fn acquire(&self) -> Result<Permit, CircuitOpenError> {
+        let ticket = self.inner.admit()?;
+        Ok(Permit::new(Arc::clone(&self.inner), ticket))
+    }
+
+    /// Stops background work: cancels the `auto_transition` timer for good,
+    /// and for a coordinated breaker runs its queued writes, leaves the
+    /// coordinator and drops the cached shared view (R15.10, R17.9). Not a
+    /// state change (use [`reset`](Self::reset) to close the circuit); the
+    /// breaker keeps working on local state. Idempotent.
+    pub fn close(&self) {
+        if !self.begin_shutdown() {
+            return;
+        }
+        if let Some(lane) = &self.inner.lane {
+            lane.detach_blocking(Arc::downgrade(&self.inner));
+            self.inner.drop_shared_view();
+        }
+    }
+}
+
+impl<M: AsyncApi> CircuitBreaker<M> {
     /// Awaits the future made by `f` if the breaker admits it, and records
     /// how it went, on any executor.
     ///
@@ -574,7 +904,7 @@ impl CircuitBreaker {
     ///
     /// # Errors
     ///
-    /// As for [`call`](Self::call).
+    /// As for [`call`](CircuitBreaker::call).
     ///
     /// ```
     /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -597,7 +927,7 @@ impl CircuitBreaker {
     {
         let guard = Guard {
             inner: &self.inner,
-            ticket: self.inner.admit()?,
+            ticket: self.inner.admit_async().await?,
         };
         let result = f().await;
         let verdict = match &result {
@@ -616,7 +946,7 @@ impl CircuitBreaker {
     ///
     /// # Errors
     ///
-    /// As for [`call`](Self::call).
+    /// As for [`call`](CircuitBreaker::call).
     pub async fn call_async_classified<T, E, F, Fut, C>(
         &self,
         f: F,
@@ -630,7 +960,7 @@ impl CircuitBreaker {
     {
         let guard = Guard {
             inner: &self.inner,
-            ticket: self.inner.admit()?,
+            ticket: self.inner.admit_async().await?,
         };
         let result = f().await;
         let verdict = classify(result.as_ref());
@@ -638,83 +968,37 @@ impl CircuitBreaker {
         result.map_err(CallError::Inner)
     }
 
-    /// Asks for admission without running anything: for code that is not a
-    /// closure. Record the outcome on the [`Permit`]; dropping it unrecorded
-    /// cancels the call.
+    /// The async form of [`acquire`](CircuitBreaker::acquire): in a shared
+    /// HALF_OPEN the probe lease is awaited.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it resolves admits nothing (a lease
+    /// already granted by the storage is not handed back, R15.4).
     ///
     /// # Errors
     ///
     /// [`CircuitOpenError`] if the breaker rejects the call.
+    pub async fn acquire_async(&self) -> Result<Permit, CircuitOpenError> {
+        let ticket = self.inner.admit_async().await?;
+        Ok(Permit::new(Arc::clone(&self.inner), ticket))
+    }
+
+    /// The async form of [`close`](CircuitBreaker::close), for breakers
+    /// coordinated through an async storage (and local ones).
     ///
-    /// ```
-    /// use interlock::CircuitBreaker;
+    /// # Cancel safety
     ///
-    /// let breaker = CircuitBreaker::new("queue");
-    /// let permit = breaker.acquire()?;
-    /// // ... talk to the dependency ...
-    /// permit.success();
-    /// assert_eq!(breaker.snapshot().total_calls, 1);
-    /// # Ok::<(), interlock::CircuitOpenError>(())
-    /// ```
-    pub fn acquire(&self) -> Result<Permit, CircuitOpenError> {
-        let ticket = self.inner.admit()?;
-        Ok(Permit::new(self.clone(), ticket))
-    }
-
-    /// Back to CLOSED with a fresh window, no backoff and no last failure
-    /// (R11.2). Emits the state change, if any, then [`Event::Reset`].
-    pub fn reset(&self) {
-        self.inner.apply(Machine::reset);
-        self.inner.identity.set_last_failure(None);
-        self.inner.emit(&Event::Reset {
-            breaker: self.name(),
-        });
-    }
-
-    /// Operator override: reject every call until [`reset`](Self::reset) (R11.1).
-    pub fn force_open(&self) {
-        self.inner.apply(|m| m.override_to(State::ForcedOpen));
-    }
-
-    /// Operator override: admit every call, count nothing, never trip;
-    /// listeners still see every call (R11.1).
-    pub fn disable(&self) {
-        self.inner.apply(|m| m.override_to(State::Disabled));
-    }
-
-    /// Operator override: admit every call, count outcomes, never trip (R11.1).
-    pub fn metrics_only(&self) {
-        self.inner.apply(|m| m.override_to(State::MetricsOnly));
-    }
-
-    /// Stops background work: cancels the `auto_transition` timer and never
-    /// arms it again. Not a state change (use [`reset`](Self::reset) to
-    /// close the circuit); the breaker keeps working. Idempotent.
-    pub fn close(&self) {
-        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+    /// The breaker is marked shut down at once; dropping the future may
+    /// leave its queued writes to the lane and its shared view cached.
+    pub async fn close_async(&self) {
+        if !self.begin_shutdown() {
             return;
         }
-        let mut slot = self
-            .inner
-            .timer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        slot.closed = true;
-        if let Some(key) = slot.key.take() {
-            Scheduler::global().cancel(key);
+        if let Some(lane) = &self.inner.lane {
+            lane.detach_async(Arc::downgrade(&self.inner)).await;
+            self.inner.drop_shared_view();
         }
-    }
-
-    /// Whether [`close`](Self::close) has been called.
-    #[must_use]
-    pub fn is_shut_down(&self) -> bool {
-        self.inner.shut_down.load(Ordering::Acquire)
-    }
-
-    /// Whether two handles are the same breaker.
-    #[must_use]
-    pub fn ptr_eq(&self, other: &CircuitBreaker) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
     }
 }
 
@@ -722,12 +1006,14 @@ fn error_display<T, E: fmt::Display>(result: &Result<T, E>) -> Option<&dyn fmt::
     result.as_ref().err().map(|e| e as &dyn fmt::Display)
 }
 
-impl fmt::Debug for CircuitBreaker {
+impl<M> fmt::Debug for CircuitBreaker<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.inner.status.load(Ordering::Acquire);
         f.debug_struct("CircuitBreaker")
-            .field("name", &self.name())
-            .field("state", &self.state())
-            .field("generation", &self.generation())
+            .field("name", &self.inner.name())
+            .field("state", &State::from_bits(status))
+            .field("generation", &(status >> STATUS_SHIFT))
+            .field("coordinated", &self.inner.lane.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -5,10 +5,11 @@ use std::fmt;
 
 use crate::classify::Verdict;
 
-use super::{CircuitBreaker, Ticket};
+use super::{Inner, Ticket};
+use std::sync::Arc;
 
 /// The right to make one call through a breaker, from
-/// [`CircuitBreaker::acquire`].
+/// [`CircuitBreaker::acquire`](crate::CircuitBreaker::acquire).
 ///
 /// Record how the call went with one of the consuming methods. Dropping the
 /// permit unrecorded means the call was cancelled: its probe slot (if any)
@@ -30,15 +31,15 @@ use super::{CircuitBreaker, Ticket};
 /// ```
 #[must_use = "dropping a permit cancels the call; record its outcome instead"]
 pub struct Permit {
-    breaker: CircuitBreaker,
+    breaker: Holder,
     ticket: Ticket,
     settled: bool,
 }
 
 impl Permit {
-    pub(super) fn new(breaker: CircuitBreaker, ticket: Ticket) -> Self {
+    pub(super) fn new(inner: Arc<Inner>, ticket: Ticket) -> Self {
         Permit {
-            breaker,
+            breaker: Holder { inner },
             ticket,
             settled: false,
         }
@@ -50,10 +51,16 @@ impl Permit {
         self.ticket.admission.probe
     }
 
-    /// The breaker that issued the permit.
+    /// The name of the breaker that issued the permit.
     #[must_use]
-    pub fn breaker(&self) -> &CircuitBreaker {
-        &self.breaker
+    pub fn breaker_name(&self) -> &str {
+        self.breaker.inner.name()
+    }
+
+    /// Whether the probe was leased from a shared HALF_OPEN (R15.2).
+    #[must_use]
+    pub fn is_leased(&self) -> bool {
+        self.ticket.leased
     }
 
     /// The call succeeded.
@@ -76,7 +83,7 @@ impl Permit {
         self.settle(verdict, None, "");
     }
 
-    /// Records `result` as [`CircuitBreaker::call`] would: an error goes
+    /// Records `result` as [`CircuitBreaker::call`](crate::CircuitBreaker::call) would: an error goes
     /// through the breaker's classifier and, if a failure, becomes the last
     /// failure.
     pub fn finish<T, E: Error + 'static>(self, result: &Result<T, E>) {
@@ -92,6 +99,19 @@ impl Permit {
     /// is not a success.
     pub fn finish_with<E: fmt::Display>(self, verdict: Verdict, error: &E) {
         self.settle(verdict, Some(error), std::any::type_name::<E>());
+    }
+
+    /// Records a failed call from its error alone, through the breaker's
+    /// classifier (for pipeline and tower layers, whose error is a `dyn`).
+    pub(crate) fn finish_error(self, error: &(dyn Error + 'static), type_name: &'static str) {
+        struct Shown<'a>(&'a (dyn Error + 'static));
+        impl fmt::Display for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self.0, f)
+            }
+        }
+        let verdict = self.breaker.inner.classify_error(error);
+        self.settle(verdict, Some(&Shown(error)), type_name);
     }
 
     fn settle(
@@ -110,7 +130,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if !self.settled {
-            self.breaker.inner.release(self.ticket.admission);
+            self.breaker.inner.release(self.ticket);
         }
     }
 }
@@ -118,9 +138,14 @@ impl Drop for Permit {
 impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("breaker", &self.breaker.name())
+            .field("breaker", &self.breaker.inner.name())
             .field("generation", &self.ticket.admission.generation)
             .field("probe", &self.ticket.admission.probe)
             .finish()
     }
+}
+
+/// The permit's hold on its breaker, whatever the breaker's mode.
+struct Holder {
+    inner: Arc<Inner>,
 }

@@ -346,8 +346,11 @@ fn r6_open_rejects_with_retry_after_then_lazily_admits_the_first_probe() {
     assert_eq!(open.retry_after(), Some(secs(6.0)));
     assert_eq!(open.state(), State::Open);
     assert_eq!(open.to_string(), "circuit 'svc' is open; retry in ~6.000s");
+    assert_eq!(open.retry_after_secs(), Some(6));
+    clock.advance(secs(0.2));
+    assert_eq!(rejected(ok(&b)).retry_after_secs(), Some(6), "5.8 s rounds up");
     assert_eq!(open.last_failure().unwrap().message(), "boom");
-    clock.advance(secs(6.0));
+    clock.advance(secs(5.8));
     // R6.3: lazy; R6.2: zero once elapsed.
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.retry_after(), Some(Duration::ZERO));
@@ -355,6 +358,7 @@ fn r6_open_rejects_with_retry_after_then_lazily_admits_the_first_probe() {
     assert_eq!(
         take(&log),
         [
+            "svc: call rejected (open)",
             "svc: call rejected (open)",
             "svc: state open -> half_open", // R13.4: at admission, before the call runs
             "svc: recorded success (0.000s)",

@@ -1,0 +1,94 @@
+//! Instruction counts of interlock's hot paths, under callgrind (gungraun).
+//!
+//! Wall-clock benchmarks (`side_by_side`) drift with the machine's load; the number of
+//! instructions one call executes does not, so this target is what to compare before and
+//! after a change to the hot path. Each benchmark is ONE call: the breaker is built and warmed
+//! by the argument expression (not measured), the benchmark function makes the call and hands
+//! the breaker back, so its drop is not measured either.
+//!
+//! Run (valgrind and the matching `gungraun-runner` must be installed; see `README.md`):
+//!
+//! ```sh
+//! cargo install gungraun-runner --version 0.18.2 --locked
+//! CARGO_TARGET_DIR=/root/.cache/interlock-bench-target \
+//!     cargo bench -p interlock-benches --bench instructions
+//! ```
+//!
+//! Caveat: under valgrind `Instant::now()` is a real `clock_gettime` system call (no vDSO),
+//! whose kernel side is not counted. The clock's instruction count is therefore low while its
+//! wall-clock cost is not: see `reference/instant_now` in `side_by_side`.
+
+#![allow(
+    missing_docs,
+    reason = "gungraun's macros generate undocumented modules and items"
+)]
+
+use std::hint::black_box;
+
+use gungraun::{library_benchmark, library_benchmark_group, main};
+use interlock::{Clock, CoarseClock, MonotonicClock};
+use interlock_benches::SyncBreaker;
+use interlock_benches::ours::{self, Breaker, HalfOpen, RegistryHit};
+
+// One successful call through a closed breaker (default config: count window 100,
+// slow-call detection on), on each clock.
+#[library_benchmark]
+#[bench::monotonic_clock(ours::closed())]
+#[bench::coarse_clock(ours::closed_coarse())]
+fn closed_call(breaker: Breaker) -> (bool, Breaker) {
+    let admitted = black_box(&breaker).call();
+    (admitted, breaker)
+}
+
+// One call rejected by an OPEN breaker (`retry_after` computed from a clock read).
+#[library_benchmark]
+#[bench::monotonic_clock(ours::rejected())]
+#[bench::coarse_clock(ours::rejected_coarse())]
+fn rejected_call(breaker: Breaker) -> (bool, Breaker) {
+    let admitted = black_box(&breaker).call();
+    (admitted, breaker)
+}
+
+// One HALF_OPEN admission: `acquire()` then drop of the permit (the slot comes back).
+#[library_benchmark]
+#[bench::acquire_and_drop(ours::half_open())]
+fn half_open_admission(breaker: HalfOpen) -> (bool, HalfOpen) {
+    let admitted = black_box(&breaker).call();
+    (admitted, breaker)
+}
+
+// One `Registry::get` of an existing name, among 1 and 1,000 names.
+#[library_benchmark]
+#[bench::names_1(ours::registry(1))]
+#[bench::names_1000(ours::registry(1_000))]
+fn registry_hit(hit: RegistryHit) -> (bool, RegistryHit) {
+    let found = black_box(&hit).call();
+    (found, hit)
+}
+
+// One read of each clock source (the coarse clock's thread is started by the argument).
+#[library_benchmark]
+#[bench::monotonic_clock(MonotonicClock.now())]
+fn clock_monotonic(warm: interlock::Timestamp) -> (interlock::Timestamp, interlock::Timestamp) {
+    (black_box(&MonotonicClock).now(), warm)
+}
+
+#[library_benchmark]
+#[bench::coarse_clock(CoarseClock.now())]
+fn clock_coarse(warm: interlock::Timestamp) -> (interlock::Timestamp, interlock::Timestamp) {
+    (black_box(&CoarseClock).now(), warm)
+}
+
+library_benchmark_group!(
+    name = hot_paths,
+    benchmarks = [
+        closed_call,
+        rejected_call,
+        half_open_admission,
+        registry_hit,
+        clock_monotonic,
+        clock_coarse
+    ]
+);
+
+main!(library_benchmark_groups = hot_paths);

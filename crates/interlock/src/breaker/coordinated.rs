@@ -1,0 +1,356 @@
+//! The coordinated side of a breaker (R15, R17): inline probe leases, the
+//! writes and polls its lane runs, degradation and recovery, and adoption
+//! of shared views.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{Inner, SHARED_BIT, Ticket};
+use crate::clock::Timestamp;
+use crate::error::CircuitOpenError;
+use crate::event::Event;
+use crate::machine::{Admission, State};
+use crate::policy::HalfOpenPolicy;
+use crate::storage::coordinator::{Backend, Lane, Write, guarded, guarded_async};
+use crate::storage::{SharedState, StorageError};
+use crate::window::rate;
+
+/// What one storage answer means for the breaker.
+type Answer<T> = Result<T, StorageError>;
+
+impl Inner {
+    /// The lane to lease a probe from, if a healthy shared HALF_OPEN
+    /// governs admission (R15.2).
+    pub(super) fn lease_lane(&self, _now: Timestamp) -> Option<Arc<Lane>> {
+        let lane = self.lane.as_ref()?;
+        let status = self.status.load(Ordering::Acquire);
+        let shared_half_open =
+            State::from_bits(status) == State::HalfOpen && status & SHARED_BIT != 0;
+        (shared_half_open && !self.shut_down.load(Ordering::Acquire)).then(|| Arc::clone(lane))
+    }
+
+    /// The inline lease of a blocking breaker: `None` when the storage
+    /// failed and the local rules must decide.
+    pub(super) fn lease_blocking(
+        &self,
+        lane: &Lane,
+        now: Timestamp,
+    ) -> Option<Result<Ticket, CircuitOpenError>> {
+        let Backend::Blocking(storage) = &lane.backend else {
+            return None;
+        };
+        let answer = guarded(|| storage.lease_probe(self.name(), lane.settings.state_ttl()));
+        self.after_lease(answer, now)
+    }
+
+    /// The inline lease of an async breaker.
+    pub(super) async fn lease_async(
+        &self,
+        lane: &Lane,
+        now: Timestamp,
+    ) -> Option<Result<Ticket, CircuitOpenError>> {
+        let Backend::Async(storage) = &lane.backend else {
+            return None;
+        };
+        let answer =
+            guarded_async(storage.lease_probe(self.name(), lane.settings.state_ttl())).await;
+        self.after_lease(answer, now)
+    }
+
+    fn after_lease(
+        &self,
+        answer: Answer<crate::storage::ProbeLease>,
+        now: Timestamp,
+    ) -> Option<Result<Ticket, CircuitOpenError>> {
+        match answer {
+            Ok(lease) => {
+                self.storage_answered(lease.state);
+                if lease.granted {
+                    // A leased probe carries the local generation but never
+                    // enters local probe accounting (D2).
+                    let generation = self.status.load(Ordering::Acquire) >> super::STATUS_SHIFT;
+                    Some(Ok(self.ticket(
+                        Admission {
+                            generation,
+                            probe: true,
+                        },
+                        true,
+                    )))
+                } else {
+                    Some(Err(self.reject(State::HalfOpen, None)))
+                }
+            }
+            Err(error) => {
+                self.storage_failed(now, &*error);
+                None
+            }
+        }
+    }
+
+    /// Whether storage operations may run (R17.6): not degraded, or the
+    /// retry time has come.
+    fn gate_open(&self, now: Timestamp) -> bool {
+        let core = self.core();
+        core.shared
+            .as_ref()
+            .is_some_and(|c| !c.degraded || now >= c.retry_at)
+    }
+
+    /// A storage operation succeeded with `view`: recover if degraded
+    /// (R17.8: the recovered event, the change back to the cached view),
+    /// then adopt the view (R15.6).
+    pub(super) fn storage_answered(&self, view: SharedState) {
+        let (recovered, effects) = self.change(|core| {
+            let Some(cell) = core.shared.as_mut() else {
+                return (false, None);
+            };
+            let recovered = std::mem::take(&mut cell.degraded);
+            if recovered {
+                cell.failures = 0;
+            }
+            (recovered, None)
+        });
+        if recovered {
+            self.emit(&Event::StorageRecovered {
+                breaker: self.name(),
+            });
+            self.after(effects);
+        }
+        self.adopt(view);
+    }
+
+    /// Caches a new shared view; a newer shared CLOSED after a shared OPEN
+    /// or HALF_OPEN resets a local OPEN or HALF_OPEN machine, silently
+    /// (R15.6). Identical views are ignored (R17.3); nothing is adopted
+    /// after shutdown (R15.10).
+    fn adopt(&self, view: SharedState) {
+        if self.shut_down.load(Ordering::Acquire) {
+            return;
+        }
+        let ((), effects) = self.change(|core| {
+            let local_state = core.machine.state();
+            let Some(cell) = core.shared.as_mut() else {
+                return ((), None);
+            };
+            if cell.view == Some(view) {
+                return ((), None);
+            }
+            let previous = cell.view.replace(view);
+            let newer_close = view.state == State::Closed
+                && previous.is_some_and(|p| {
+                    matches!(p.state, State::Open | State::HalfOpen) && view.version > p.version
+                });
+            if newer_close && matches!(local_state, State::Open | State::HalfOpen) {
+                ((), core.machine.reset())
+            } else {
+                ((), None)
+            }
+        });
+        self.after(effects);
+    }
+
+    /// A storage operation failed: degrade, once per outage (R17.6).
+    pub(super) fn storage_failed(
+        &self,
+        now: Timestamp,
+        error: &(dyn Error + Send + Sync + 'static),
+    ) {
+        let settings = self
+            .lane
+            .as_ref()
+            .map(|l| l.settings.clone())
+            .unwrap_or_default();
+        let (first, effects) = self.change(|core| {
+            let Some(cell) = core.shared.as_mut() else {
+                return (false, None);
+            };
+            let first = !cell.degraded;
+            cell.degraded = true;
+            let delay =
+                settings.retry_delay_with_jitter(cell.failures, self.name(), now.as_nanos());
+            cell.retry_at = now.saturating_add(delay);
+            cell.failures = cell.failures.saturating_add(1);
+            (first, None)
+        });
+        if first {
+            self.emit(&Event::StorageDegraded {
+                breaker: self.name(),
+                error,
+            });
+        }
+        self.after(effects);
+    }
+
+    /// Whether a finished shared round failed, by the breaker's own
+    /// half-open policy over the shared tallies (R17.4). `None` while the
+    /// round is still undecided.
+    fn shared_round_failed(&self, view: &SharedState) -> Option<bool> {
+        if view.state != State::HalfOpen || view.probes_permitted == 0 {
+            return None;
+        }
+        let c = &self.config;
+        match c.half_open_policy() {
+            HalfOpenPolicy::ConsecutiveSuccesses { successes } => {
+                if view.probe_failures > 0 || view.probe_slows > 0 {
+                    Some(true)
+                } else if view.probes_completed >= successes {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
+            _ => {
+                if !view.round_finished() {
+                    return None;
+                }
+                let done = u64::from(view.probes_completed);
+                Some(
+                    rate(u64::from(view.probe_failures), done) >= c.failure_rate_threshold()
+                        || rate(u64::from(view.probe_slows), done) >= c.slow_call_rate_threshold(),
+                )
+            }
+        }
+    }
+
+    /// Runs one queued write on a blocking lane (R17.4).
+    pub(crate) fn run_write_blocking(&self, lane: &Lane, write: Write) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        let now = self.clock.now();
+        let Backend::Blocking(storage) = &lane.backend else {
+            return;
+        };
+        if !self.gate_open(now) {
+            return; // R17.6: dropped silently while degraded
+        }
+        let (name, ttl) = (self.name(), lane.settings.state_ttl());
+        let answer = guarded(|| match write {
+            Write::Trip => storage.trip_open(name, ttl, None),
+            Write::Probe(outcome) => storage.record_probe(name, outcome, ttl),
+        });
+        match answer {
+            Ok(view) => {
+                self.storage_answered(view);
+                if let (Write::Probe(_), Some(failed)) = (write, self.shared_round_failed(&view)) {
+                    // Only the instance whose record completed the round
+                    // decides; the version fences out a stale decision.
+                    let decision = guarded(|| {
+                        if failed {
+                            storage.trip_open(name, ttl, Some(view.version))
+                        } else {
+                            storage.close(name, ttl, Some(view.version))
+                        }
+                    });
+                    self.settle_answer(decision, now);
+                }
+            }
+            Err(error) => self.storage_failed(now, &*error),
+        }
+    }
+
+    /// Runs one queued write on an async lane (R17.4).
+    pub(crate) async fn run_write_async(&self, lane: &Lane, write: Write) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        let now = self.clock.now();
+        let Backend::Async(storage) = &lane.backend else {
+            return;
+        };
+        if !self.gate_open(now) {
+            return;
+        }
+        let (name, ttl) = (self.name(), lane.settings.state_ttl());
+        let answer = match write {
+            Write::Trip => guarded_async(storage.trip_open(name, ttl, None)).await,
+            Write::Probe(outcome) => guarded_async(storage.record_probe(name, outcome, ttl)).await,
+        };
+        match answer {
+            Ok(view) => {
+                self.storage_answered(view);
+                if let (Write::Probe(_), Some(failed)) = (write, self.shared_round_failed(&view)) {
+                    let decision = if failed {
+                        guarded_async(storage.trip_open(name, ttl, Some(view.version))).await
+                    } else {
+                        guarded_async(storage.close(name, ttl, Some(view.version))).await
+                    };
+                    self.settle_answer(decision, now);
+                }
+            }
+            Err(error) => self.storage_failed(now, &*error),
+        }
+    }
+
+    fn settle_answer(&self, answer: Answer<SharedState>, now: Timestamp) {
+        match answer {
+            Ok(view) => self.storage_answered(view),
+            Err(error) => self.storage_failed(now, &*error),
+        }
+    }
+
+    /// What a poll asks (R17.2): begin HALF_OPEN if the cached view is OPEN,
+    /// read otherwise. `None` if the poll is skipped.
+    fn poll_kind(&self, now: Timestamp) -> Option<bool> {
+        if self.shut_down.load(Ordering::Acquire) || !self.gate_open(now) {
+            return None;
+        }
+        let core = self.core();
+        let open = core
+            .shared
+            .as_ref()?
+            .view
+            .is_some_and(|v| v.state == State::Open);
+        Some(open)
+    }
+
+    /// Polls this breaker's shared state on a blocking lane.
+    pub(crate) fn poll_blocking(&self, lane: &Lane) {
+        let now = self.clock.now();
+        let Backend::Blocking(storage) = &lane.backend else {
+            return;
+        };
+        let Some(open) = self.poll_kind(now) else {
+            return;
+        };
+        let (name, ttl) = (self.name(), lane.settings.state_ttl());
+        let answer = guarded(|| {
+            if open {
+                storage.begin_half_open_if_elapsed(
+                    name,
+                    self.config.wait_duration_in_open(),
+                    self.config.permitted_calls_in_half_open(),
+                    ttl,
+                )
+            } else {
+                storage
+                    .read(name)
+                    .map(|v| v.unwrap_or_else(SharedState::closed))
+            }
+        });
+        self.settle_answer(answer, now);
+    }
+
+    /// Polls this breaker's shared state on an async lane.
+    pub(crate) async fn poll_async(&self, lane: &Lane) {
+        let now = self.clock.now();
+        let Backend::Async(storage) = &lane.backend else {
+            return;
+        };
+        let Some(open) = self.poll_kind(now) else {
+            return;
+        };
+        let (name, ttl) = (self.name(), lane.settings.state_ttl());
+        let answer = if open {
+            guarded_async(storage.begin_half_open_if_elapsed(
+                name,
+                self.config.wait_duration_in_open(),
+                self.config.permitted_calls_in_half_open(),
+                ttl,
+            ))
+            .await
+        } else {
+            guarded_async(storage.read(name))
+                .await
+                .map(|v| v.unwrap_or_else(SharedState::closed))
+        };
+        self.settle_answer(answer, now);
+    }
+}

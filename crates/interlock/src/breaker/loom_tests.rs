@@ -1,0 +1,204 @@
+//! loom models of the hot path: the status word, the OPEN deadline and the
+//! machine lock under every interleaving of two or three threads.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p interlock --release --lib loom
+//! ```
+//!
+//! The breakers here use a `ManualClock` moved only before the threads
+//! start, no `auto_transition` (its timer thread is not modelled) and
+//! listeners that count with loom atomics.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+
+use crate::{CircuitBreaker, Config, Event, ManualClock, SlidingWindow, State, Verdict};
+
+/// Counts the listener's `StateChanged` events by (from, to).
+#[derive(Default)]
+struct Changes {
+    trips: AtomicUsize,
+    half_opens: AtomicUsize,
+    other: AtomicUsize,
+}
+
+fn breaker(config: Config, clock: &ManualClock) -> (CircuitBreaker, Arc<Changes>) {
+    let changes = Arc::new(Changes::default());
+    let sink = changes.clone();
+    let breaker = CircuitBreaker::builder("loom")
+        .config(config)
+        .clock(clock.clone())
+        .listener(move |e: &Event<'_>| {
+            if let Event::StateChanged { from, to, .. } = *e {
+                let counter = match (from, to) {
+                    (State::Closed, State::Open) => &sink.trips,
+                    (State::Open, State::HalfOpen) => &sink.half_opens,
+                    _ => &sink.other,
+                };
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .unwrap();
+    (breaker, changes)
+}
+
+fn config(window: u32, permitted: u32, concurrent: u32) -> Config {
+    Config::builder()
+        .sliding_window(SlidingWindow::count(window))
+        .minimum_number_of_calls(window)
+        .wait_duration_in_open(Duration::from_secs(1))
+        .permitted_calls_in_half_open(permitted)
+        .max_concurrent_probes(concurrent)
+        .build()
+        .unwrap()
+}
+
+/// Trips `b` with one failure and lets its wait elapse.
+fn open_and_wait(b: &CircuitBreaker, clock: &ManualClock) {
+    b.acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
+    clock.advance(Duration::from_secs(1));
+}
+
+#[test]
+fn loom_concurrent_failures_trip_once() {
+    // R13.6: two failures racing to complete the window trip exactly once.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, changes) = breaker(config(2, 1, 1), &clock);
+        let other = b.clone();
+        let t = thread::spawn(move || other.acquire().unwrap().failure());
+        b.acquire().unwrap().failure();
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.generation(), 1);
+        assert_eq!(b.snapshot().total_calls, 2);
+        assert_eq!(changes.trips.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn loom_admission_racing_a_trip() {
+    // A call admitted on the lock-free path while another thread trips the
+    // breaker: either it was admitted in CLOSED (and its outcome, now
+    // stale, is ignored) or it is rejected by the published OPEN.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, changes) = breaker(config(1, 1, 1), &clock);
+        let other = b.clone();
+        let t = thread::spawn(move || match other.acquire() {
+            Ok(permit) => {
+                assert!(!permit.is_probe());
+                permit.success();
+            }
+            Err(open) => {
+                assert_eq!(open.state(), State::Open);
+                assert_eq!(open.retry_after(), Some(Duration::from_secs(1)));
+            }
+        });
+        b.acquire().unwrap().failure();
+        t.join().unwrap();
+        assert_eq!(changes.trips.load(Ordering::SeqCst), 1);
+        assert_eq!(b.generation(), 1);
+        // The one-call window ends on the failure: a success that settled
+        // first was evicted by it, one that settled later was stale.
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (1, 1));
+    });
+}
+
+#[test]
+fn loom_lazy_half_open_happens_once() {
+    // R6 / R8.6: two calls after the wait: one moves OPEN -> HALF_OPEN and
+    // is the probe, the other finds the concurrency cap taken.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, changes) = breaker(config(1, 2, 1), &clock);
+        open_and_wait(&b, &clock);
+        let other = b.clone();
+        let t = thread::spawn(move || other.acquire().ok());
+        let mine = b.acquire().ok();
+        let theirs = t.join().unwrap();
+        assert_eq!(changes.half_opens.load(Ordering::SeqCst), 1);
+        assert_eq!(b.generation(), 2);
+        assert_eq!(
+            usize::from(mine.is_some()) + usize::from(theirs.is_some()),
+            1
+        );
+        let probes = b.probes();
+        assert_eq!((probes.admitted, probes.in_flight), (1, 1));
+        drop((mine, theirs));
+        let probes = b.probes();
+        assert_eq!((probes.admitted, probes.in_flight), (0, 0));
+    });
+}
+
+#[test]
+fn loom_probe_counting_with_settle_and_release() {
+    // R8.2 / R8.9: one probe settles, one is cancelled, a third thread asks
+    // to be admitted; the counters always match what happened.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, changes) = breaker(config(1, 3, 2), &clock);
+        open_and_wait(&b, &clock);
+        let first = b.acquire().unwrap();
+        let second = b.acquire().unwrap();
+        assert!(first.is_probe() && second.is_probe());
+        let b1 = b.clone();
+        let settle = thread::spawn(move || first.record(Verdict::Success));
+        let cancel = thread::spawn(move || drop(second));
+        let third = b1.acquire().ok();
+        settle.join().unwrap();
+        cancel.join().unwrap();
+        let probes = b.probes();
+        assert_eq!(probes.completed, 1);
+        assert_eq!(probes.admitted, 1 + u32::from(third.is_some()));
+        assert_eq!(probes.in_flight, u32::from(third.is_some()));
+        assert_eq!(b.state(), State::HalfOpen);
+        assert_eq!(changes.other.load(Ordering::SeqCst), 0);
+        drop(third);
+    });
+}
+
+#[test]
+fn loom_round_decided_once() {
+    // R8.3: the last two verdicts of a round race: exactly one decision.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, changes) = breaker(config(1, 2, 2), &clock);
+        open_and_wait(&b, &clock);
+        let p1 = b.acquire().unwrap();
+        let p2 = b.acquire().unwrap();
+        let t = thread::spawn(move || p1.record(Verdict::Success));
+        p2.record(Verdict::Success);
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.generation(), 3);
+        assert_eq!(changes.other.load(Ordering::SeqCst), 1); // HALF_OPEN -> CLOSED
+        assert!(b.acquire().is_ok_and(|p| !p.is_probe()));
+    });
+}
+
+#[test]
+fn loom_reset_racing_a_call() {
+    // A call in flight across reset(): its outcome belongs to the old
+    // generation and never reaches the fresh window (R8.8, R11.2).
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, _) = breaker(config(2, 1, 1), &clock);
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || other.reset());
+        permit.failure();
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.generation(), 1);
+        // Either recorded before the reset (then cleared) or stale.
+        assert_eq!(b.snapshot().total_calls, 0);
+    });
+}

@@ -1,0 +1,710 @@
+//! Resilience pipeline: timeout, bulkhead, circuit breaker, retry and
+//! fallback composed around one call, in an explicit order.
+//!
+//! A [`Pipeline`] is a stack of [`Strategy`] layers. The first layer added
+//! to the [`PipelineBuilder`] is the outermost, so
+//! `.fallback(..).retry(..).circuit_breaker(..).bulkhead(..).timeout(..)`
+//! runs as `Fallback(Retry(CircuitBreaker(Bulkhead(Timeout(call)))))`.
+//! That is also the recommended order:
+//!
+//! | layer (outer to inner) | why there |
+//! |---|---|
+//! | [`fallback`](PipelineBuilder::fallback) | substitutes a value for what every inner layer gave up on, rejections included |
+//! | [`retry`](PipelineBuilder::retry) | each attempt is a whole guarded call: the breaker counts every attempt and stops the loop when it opens |
+//! | [`circuit_breaker`](PipelineBuilder::circuit_breaker) | counts timeouts like failures; an open circuit rejects before a bulkhead slot is taken |
+//! | [`bulkhead`](PipelineBuilder::bulkhead) | inside the retry, so waiting between attempts holds no slot |
+//! | [`timeout`](PipelineBuilder::timeout) | innermost: bounds one attempt, so one hang cannot eat the retry budget |
+//!
+//! Another order is legitimate when chosen on purpose: a breaker *outside*
+//! the retry sees one outcome per operation instead of one per attempt.
+//!
+//! One pipeline serves both kinds of code: [`Pipeline::call`] for blocking
+//! closures and [`Pipeline::call_async`] for futures, on any executor. Every
+//! layer runs on both paths; none is skipped. Errors keep the caller's own
+//! error type inside [`PipelineError`].
+//!
+//! ```
+//! use interlock::pipeline::{Fallback, ManualSleeper, Pipeline, PipelineError, Retry, Timeout};
+//! use interlock::{CircuitBreaker, ManualClock};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let breaker = CircuitBreaker::builder("inventory").clock(clock.clone()).build()?;
+//! let pipeline = Pipeline::builder()
+//!     .fallback(Fallback::new(
+//!         |e: &PipelineError<std::io::Error>| e.is_rejected(),
+//!         |_| vec!["cached".to_string()],
+//!     ))
+//!     .retry(Retry::builder(3).sleeper(ManualSleeper::new(clock.clone())).build()?)
+//!     .circuit_breaker(breaker.clone())
+//!     .timeout(Timeout::new(Duration::from_secs(2)))
+//!     .build();
+//!
+//! let items = pipeline.call(|| Ok::<_, std::io::Error>(vec!["widget".to_string()]))?;
+//! assert_eq!(items, ["widget"]);
+//!
+//! breaker.force_open();
+//! let items = pipeline.call(|| Ok::<_, std::io::Error>(vec!["widget".to_string()]))?;
+//! assert_eq!(items, ["cached"]); // not retried: the circuit is open
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Blocking calls
+//!
+//! A blocking call cannot be interrupted from outside its thread, so a
+//! blocking deadline runs the call on a worker thread and abandons it when
+//! time is up (see [`Timeout`]). For that to be possible the closure given
+//! to [`Pipeline::call`] owns what it uses (`Send + Sync + 'static`, as for
+//! [`std::thread::spawn`]): clone an `Arc` into it rather than borrowing.
+
+mod breaker;
+mod sleep;
+
+pub mod backoff;
+#[cfg(feature = "backon")]
+#[cfg_attr(docsrs, doc(cfg(feature = "backon")))]
+pub mod backon;
+pub mod bulkhead;
+pub mod fallback;
+pub mod retry;
+pub mod timeout;
+
+use std::error::Error;
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use crate::error::{CallError, CircuitOpenError};
+
+pub use bulkhead::{Bulkhead, BulkheadBuilder};
+pub use fallback::Fallback;
+pub use retry::{Retry, RetryBuilder, UnlessOpen};
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use sleep::TokioSleeper;
+pub use sleep::{ManualSleeper, Sleep, Sleeper, StdSleeper};
+pub use timeout::Timeout;
+
+/// A boxed error that can cross threads, as tower uses.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+/// One layer of a [`Pipeline`]: runs "the next layer" (every layer inside
+/// it, then the call), on the blocking path and on the async path.
+///
+/// A layer returns the next layer's result or its own error, and must let
+/// cancellation through: on the async path, dropping the future returned by
+/// [`execute_async`](Self::execute_async) must drop the inner future.
+///
+/// `T` and `E` are the call's value and error types; a layer that does not
+/// care implements the trait for every `T` and `E`.
+///
+/// ```
+/// use interlock::pipeline::{Pipeline, PipelineError, Strategy};
+/// use std::future::Future;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// /// Counts the calls that pass through it.
+/// #[derive(Debug, Default)]
+/// struct Counting(AtomicU32);
+///
+/// impl<T, E> Strategy<T, E> for Counting {
+///     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
+///     where
+///         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
+///         T: Send + 'static,
+///         E: Send + 'static,
+///     {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         next()
+///     }
+///
+///     async fn execute_async<F, Fut>(&self, next: F) -> Result<T, PipelineError<E>>
+///     where
+///         F: Fn() -> Fut + Send + Sync,
+///         Fut: Future<Output = Result<T, PipelineError<E>>> + Send,
+///         T: Send,
+///         E: Send,
+///     {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         next().await
+///     }
+/// }
+///
+/// let pipeline = Pipeline::builder().add(Counting::default()).build();
+/// assert_eq!(pipeline.call(|| Ok::<_, std::io::Error>(7))?, 7);
+/// # Ok::<(), PipelineError<std::io::Error>>(())
+/// ```
+pub trait Strategy<T, E>: Send + Sync + 'static {
+    /// Runs `next` (the rest of the pipeline) on the blocking path.
+    ///
+    /// # Errors
+    ///
+    /// `next`'s error, or this layer's own ([`PipelineError`]).
+    fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
+    where
+        F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
+        T: Send + 'static,
+        E: Send + 'static;
+
+    /// Runs `next` (the rest of the pipeline) on the async path.
+    ///
+    /// # Errors
+    ///
+    /// `next`'s error, or this layer's own ([`PipelineError`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future must drop whatever `next` started.
+    fn execute_async<F, Fut>(
+        &self,
+        next: F,
+    ) -> impl Future<Output = Result<T, PipelineError<E>>> + Send
+    where
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, PipelineError<E>>> + Send,
+        T: Send,
+        E: Send;
+}
+
+/// The empty stack: runs the call as it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Identity;
+
+impl<T, E> Strategy<T, E> for Identity {
+    fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
+    where
+        F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        next()
+    }
+
+    async fn execute_async<F, Fut>(&self, next: F) -> Result<T, PipelineError<E>>
+    where
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, PipelineError<E>>> + Send,
+        T: Send,
+        E: Send,
+    {
+        next().await
+    }
+}
+
+/// Two layers, `outer` around `inner`: what the builder nests.
+#[derive(Debug)]
+pub struct Stack<O, I> {
+    outer: O,
+    inner: Arc<I>,
+}
+
+impl<O: Clone, I> Clone for Stack<O, I> {
+    fn clone(&self) -> Self {
+        Stack {
+            outer: self.outer.clone(),
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<O, I> Stack<O, I> {
+    /// `outer` around `inner`.
+    pub fn new(outer: O, inner: I) -> Self {
+        Stack {
+            outer,
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The outer layer.
+    pub fn outer(&self) -> &O {
+        &self.outer
+    }
+
+    /// The inner layer.
+    pub fn inner(&self) -> &I {
+        &self.inner
+    }
+}
+
+impl<T, E, O, I> Strategy<T, E> for Stack<O, I>
+where
+    O: Strategy<T, E>,
+    I: Strategy<T, E>,
+{
+    fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
+    where
+        F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        let next = Arc::new(next);
+        self.outer.execute(move || {
+            let next = Arc::clone(&next);
+            inner.execute(move || (*next)())
+        })
+    }
+
+    async fn execute_async<F, Fut>(&self, next: F) -> Result<T, PipelineError<E>>
+    where
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, PipelineError<E>>> + Send,
+        T: Send,
+        E: Send,
+    {
+        let inner = &*self.inner;
+        let next = &next;
+        self.outer
+            .execute_async(move || inner.execute_async(next))
+            .await
+    }
+}
+
+/// Strategies composed around a call; see the [module docs](self).
+///
+/// Cloning is cheap: clones share the same layers (the same bulkhead
+/// slots, the same breaker).
+#[derive(Debug)]
+pub struct Pipeline<S = Identity> {
+    stack: Arc<S>,
+}
+
+impl<S> Clone for Pipeline<S> {
+    fn clone(&self) -> Self {
+        Pipeline {
+            stack: Arc::clone(&self.stack),
+        }
+    }
+}
+
+impl Pipeline {
+    /// An empty builder.
+    pub fn builder() -> PipelineBuilder<Identity> {
+        PipelineBuilder { stack: Identity }
+    }
+}
+
+impl<S> Pipeline<S> {
+    /// A pipeline of one strategy (or of a stack built by hand).
+    pub fn new(strategy: S) -> Self {
+        Pipeline {
+            stack: Arc::new(strategy),
+        }
+    }
+
+    /// The layers.
+    pub fn get_ref(&self) -> &S {
+        &self.stack
+    }
+
+    /// Runs the blocking closure `f` through every layer.
+    ///
+    /// `f` may run more than once (under a retry) and on a worker thread
+    /// (under a timeout), hence `Fn + Send + Sync + 'static`.
+    ///
+    /// # Errors
+    ///
+    /// [`PipelineError::Inner`] with `f`'s own error, or the error of the
+    /// layer that gave up ([`PipelineError::Rejected`],
+    /// [`PipelineError::Timeout`], ...).
+    ///
+    /// ```
+    /// use interlock::pipeline::Pipeline;
+    /// use interlock::CircuitBreaker;
+    ///
+    /// let pipeline = Pipeline::builder().circuit_breaker(CircuitBreaker::new("db")).build();
+    /// assert_eq!(pipeline.call(|| Ok::<_, std::io::Error>(1))?, 1);
+    /// # Ok::<(), interlock::PipelineError<std::io::Error>>(())
+    /// ```
+    pub fn call<T, E, F>(&self, f: F) -> Result<T, PipelineError<E>>
+    where
+        S: Strategy<T, E>,
+        F: Fn() -> Result<T, E> + Send + Sync + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        self.stack
+            .execute(move || f().map_err(PipelineError::Inner))
+    }
+
+    /// Awaits the future made by `f` through every layer, on any executor.
+    ///
+    /// `f` is called once per attempt.
+    ///
+    /// # Errors
+    ///
+    /// As for [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future cancels the call in every layer: the
+    /// running attempt is dropped, a bulkhead slot and a probe slot are
+    /// handed back, a retry stops, nothing is recorded.
+    ///
+    /// ```
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let waker = std::task::Waker::noop();
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop { if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+    /// # }
+    /// use interlock::pipeline::Pipeline;
+    /// use interlock::CircuitBreaker;
+    ///
+    /// let pipeline = Pipeline::builder().circuit_breaker(CircuitBreaker::new("db")).build();
+    /// let rows = block_on(pipeline.call_async(|| async { Ok::<_, std::io::Error>(3) }))?;
+    /// assert_eq!(rows, 3);
+    /// # Ok::<(), interlock::PipelineError<std::io::Error>>(())
+    /// ```
+    pub fn call_async<T, E, F, Fut>(
+        &self,
+        f: F,
+    ) -> impl Future<Output = Result<T, PipelineError<E>>> + Send
+    where
+        S: Strategy<T, E>,
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, E>> + Send,
+        T: Send,
+        E: Send,
+    {
+        let stack = Arc::clone(&self.stack);
+        async move {
+            let f = &f;
+            stack
+                .execute_async(move || {
+                    let attempt = f();
+                    async move { attempt.await.map_err(PipelineError::Inner) }
+                })
+                .await
+        }
+    }
+}
+
+/// Builds a [`Pipeline`]; the first layer added is the outermost.
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build()`"]
+pub struct PipelineBuilder<S> {
+    stack: S,
+}
+
+impl<S> PipelineBuilder<S> {
+    /// Adds any [`Strategy`] as the next (inner) layer.
+    #[allow(clippy::should_implement_trait)] // the builder step of the Python port, not `+`
+    pub fn add<L>(self, layer: L) -> PipelineBuilder<Stack<S, L>> {
+        PipelineBuilder {
+            stack: Stack::new(self.stack, layer),
+        }
+    }
+
+    /// Adds a [`Fallback`].
+    pub fn fallback<P, H>(
+        self,
+        fallback: Fallback<P, H>,
+    ) -> PipelineBuilder<Stack<S, Fallback<P, H>>> {
+        self.add(fallback)
+    }
+
+    /// Adds a [`Retry`].
+    pub fn retry<P>(self, retry: Retry<P>) -> PipelineBuilder<Stack<S, Retry<P>>> {
+        self.add(retry)
+    }
+
+    /// Adds a circuit breaker, untouched: its window, listeners and manual
+    /// controls behave as in direct use, and it can still be called directly.
+    pub fn circuit_breaker(
+        self,
+        breaker: crate::CircuitBreaker,
+    ) -> PipelineBuilder<Stack<S, crate::CircuitBreaker>> {
+        self.add(breaker)
+    }
+
+    /// Adds a [`Bulkhead`].
+    pub fn bulkhead(self, bulkhead: Bulkhead) -> PipelineBuilder<Stack<S, Bulkhead>> {
+        self.add(bulkhead)
+    }
+
+    /// Adds a [`Timeout`] (a `Duration` is a timeout on real time).
+    pub fn timeout(self, timeout: impl Into<Timeout>) -> PipelineBuilder<Stack<S, Timeout>> {
+        self.add(timeout.into())
+    }
+
+    /// The pipeline.
+    pub fn build(self) -> Pipeline<S> {
+        Pipeline::new(self.stack)
+    }
+}
+
+/// Why a call through a [`Pipeline`] did not produce a value.
+///
+/// It keeps the call's own error type. `Display` and `source()` are those
+/// of the wrapped error (transparent); [`into_boxed`](Self::into_boxed)
+/// unwraps it into a [`BoxError`] that downcasts to the wrapped type
+/// (`E`, [`CircuitOpenError`], [`timeout::Elapsed`], [`bulkhead::Full`]).
+///
+/// ```
+/// use interlock::pipeline::Pipeline;
+/// use interlock::{CircuitBreaker, CircuitOpenError};
+///
+/// let breaker = CircuitBreaker::new("svc");
+/// let pipeline = Pipeline::builder().circuit_breaker(breaker.clone()).build();
+/// breaker.force_open();
+/// let err = pipeline.call(|| Ok::<_, std::io::Error>(())).unwrap_err();
+/// assert!(err.is_rejected());
+/// assert_eq!(err.to_string(), "circuit 'svc' is open");
+/// assert!(err.into_boxed().downcast_ref::<CircuitOpenError>().is_some());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PipelineError<E> {
+    /// The call ran and returned its own error.
+    Inner(E),
+    /// A circuit breaker rejected the call; it did not run.
+    Rejected(CircuitOpenError),
+    /// A timeout gave up on the call.
+    Timeout(timeout::Elapsed),
+    /// A bulkhead had no free slot; the call did not run.
+    BulkheadFull(bulkhead::Full),
+    /// The error of a custom strategy (or a worker thread that could not start).
+    Other(BoxError),
+}
+
+impl<E> PipelineError<E> {
+    /// Whether the call ran and failed with its own error.
+    #[must_use]
+    pub fn is_inner(&self) -> bool {
+        matches!(self, PipelineError::Inner(_))
+    }
+
+    /// Whether a circuit breaker rejected the call.
+    #[must_use]
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, PipelineError::Rejected(_))
+    }
+
+    /// Whether a timeout gave up on the call.
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, PipelineError::Timeout(_))
+    }
+
+    /// Whether a bulkhead was full.
+    #[must_use]
+    pub fn is_bulkhead_full(&self) -> bool {
+        matches!(self, PipelineError::BulkheadFull(_))
+    }
+
+    /// The call's own error, if it ran and failed.
+    #[must_use]
+    pub fn inner(&self) -> Option<&E> {
+        match self {
+            PipelineError::Inner(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The call's own error, by value.
+    #[must_use]
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            PipelineError::Inner(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The rejection, if a breaker rejected the call.
+    #[must_use]
+    pub fn rejected(&self) -> Option<&CircuitOpenError> {
+        match self {
+            PipelineError::Rejected(open) => Some(open),
+            _ => None,
+        }
+    }
+
+    /// Maps the call's own error, keeping every other variant.
+    pub fn map_inner<F, G: FnOnce(E) -> F>(self, f: G) -> PipelineError<F> {
+        match self {
+            PipelineError::Inner(e) => PipelineError::Inner(f(e)),
+            PipelineError::Rejected(open) => PipelineError::Rejected(open),
+            PipelineError::Timeout(elapsed) => PipelineError::Timeout(elapsed),
+            PipelineError::BulkheadFull(full) => PipelineError::BulkheadFull(full),
+            PipelineError::Other(other) => PipelineError::Other(other),
+        }
+    }
+
+    /// The wrapped error itself, whichever variant holds it.
+    pub fn as_error(&self) -> &(dyn Error + 'static)
+    where
+        E: Error + 'static,
+    {
+        match self {
+            PipelineError::Inner(e) => e,
+            PipelineError::Rejected(open) => open,
+            PipelineError::Timeout(elapsed) => elapsed,
+            PipelineError::BulkheadFull(full) => full,
+            PipelineError::Other(other) => &**other,
+        }
+    }
+
+    /// The wrapped error, boxed on its own (not inside a `PipelineError`),
+    /// so it downcasts to `E`, [`CircuitOpenError`], [`timeout::Elapsed`]
+    /// or [`bulkhead::Full`].
+    #[must_use]
+    pub fn into_boxed(self) -> BoxError
+    where
+        E: Error + Send + Sync + 'static,
+    {
+        match self {
+            PipelineError::Inner(e) => Box::new(e),
+            PipelineError::Rejected(open) => Box::new(open),
+            PipelineError::Timeout(elapsed) => Box::new(elapsed),
+            PipelineError::BulkheadFull(full) => Box::new(full),
+            PipelineError::Other(other) => other,
+        }
+    }
+
+    /// The Rust type name of the wrapped error (for the breaker's last failure).
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            PipelineError::Inner(_) => std::any::type_name::<E>(),
+            PipelineError::Rejected(_) => std::any::type_name::<CircuitOpenError>(),
+            PipelineError::Timeout(_) => std::any::type_name::<timeout::Elapsed>(),
+            PipelineError::BulkheadFull(_) => std::any::type_name::<bulkhead::Full>(),
+            PipelineError::Other(_) => std::any::type_name::<BoxError>(),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for PipelineError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PipelineError::Inner(e) => fmt::Display::fmt(e, f),
+            PipelineError::Rejected(open) => fmt::Display::fmt(open, f),
+            PipelineError::Timeout(elapsed) => fmt::Display::fmt(elapsed, f),
+            PipelineError::BulkheadFull(full) => fmt::Display::fmt(full, f),
+            PipelineError::Other(other) => fmt::Display::fmt(other, f),
+        }
+    }
+}
+
+impl<E: Error> Error for PipelineError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            PipelineError::Inner(e) => e.source(),
+            PipelineError::Rejected(open) => open.source(),
+            PipelineError::Timeout(elapsed) => elapsed.source(),
+            PipelineError::BulkheadFull(full) => full.source(),
+            PipelineError::Other(other) => other.source(),
+        }
+    }
+}
+
+impl<E> From<CircuitOpenError> for PipelineError<E> {
+    fn from(open: CircuitOpenError) -> Self {
+        PipelineError::Rejected(open)
+    }
+}
+
+impl<E> From<timeout::Elapsed> for PipelineError<E> {
+    fn from(elapsed: timeout::Elapsed) -> Self {
+        PipelineError::Timeout(elapsed)
+    }
+}
+
+impl<E> From<bulkhead::Full> for PipelineError<E> {
+    fn from(full: bulkhead::Full) -> Self {
+        PipelineError::BulkheadFull(full)
+    }
+}
+
+impl<E> From<CallError<E>> for PipelineError<E> {
+    fn from(err: CallError<E>) -> Self {
+        match err {
+            CallError::Rejected(open) => PipelineError::Rejected(open),
+            CallError::Inner(e) => PipelineError::Inner(e),
+        }
+    }
+}
+
+/// Decides which errors a [`Retry`] retries or a [`Fallback`] handles.
+///
+/// Implemented for every `Fn(&PipelineError<E>) -> bool + Send + Sync + 'static`.
+pub trait Predicate<E>: Send + Sync + 'static {
+    /// Whether `error` is one this predicate selects.
+    fn test(&self, error: &PipelineError<E>) -> bool;
+}
+
+impl<E, F> Predicate<E> for F
+where
+    F: Fn(&PipelineError<E>) -> bool + Send + Sync + 'static,
+{
+    fn test(&self, error: &PipelineError<E>) -> bool {
+        self(error)
+    }
+}
+
+/// Errors that may be a circuit-open rejection: what the retry helpers
+/// look for, whatever the error type.
+///
+/// ```
+/// use interlock::pipeline::AsRejection;
+/// use interlock::CircuitBreaker;
+///
+/// let breaker = CircuitBreaker::new("svc");
+/// breaker.force_open();
+/// let err = breaker.call(|| Ok::<_, std::io::Error>(())).unwrap_err();
+/// assert_eq!(err.as_rejection().unwrap().breaker_name(), "svc");
+/// ```
+pub trait AsRejection {
+    /// The rejection, if this error is (or wraps) one.
+    fn as_rejection(&self) -> Option<&CircuitOpenError>;
+}
+
+impl AsRejection for CircuitOpenError {
+    fn as_rejection(&self) -> Option<&CircuitOpenError> {
+        Some(self)
+    }
+}
+
+impl<E> AsRejection for CallError<E> {
+    fn as_rejection(&self) -> Option<&CircuitOpenError> {
+        self.rejected()
+    }
+}
+
+impl<E> AsRejection for PipelineError<E> {
+    fn as_rejection(&self) -> Option<&CircuitOpenError> {
+        self.rejected()
+    }
+}
+
+impl AsRejection for BoxError {
+    fn as_rejection(&self) -> Option<&CircuitOpenError> {
+        self.downcast_ref()
+    }
+}
+
+/// Polls `fut` until it completes or `deadline` fires (then drops `fut`).
+pub(crate) async fn with_deadline<F: Future>(fut: F, mut deadline: Sleep) -> Option<F::Output> {
+    let mut fut = pin!(fut);
+    poll_fn(|cx| {
+        if let Poll::Ready(value) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(value));
+        }
+        if deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Reports a pipeline event to a strategy's listeners, isolated like the
+/// breaker's own events.
+pub(crate) fn emit(listeners: &[Arc<dyn crate::EventListener>], event: &crate::Event<'_>) {
+    if !listeners.is_empty() {
+        crate::event::emit(listeners, event);
+    }
+}

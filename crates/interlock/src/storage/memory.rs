@@ -1,0 +1,1006 @@
+//! [`MemoryStorage`]: the in-process storage, with its own clock and TTLs.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Sub;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::clock::{Clock, ClockHandle, Timestamp};
+use crate::machine::{Outcome, State};
+
+use super::{AsyncStorage, ProbeLease, SharedState, Storage, StorageError, StorageSettings};
+
+/// How many calls a storage received, per operation.
+///
+/// [`MemoryStorage::operations`] and
+/// `FlakyStorage::calls` (feature `testing`) report it; subtracting two
+/// readings gives the calls in between, which is how a test proves that a
+/// coordinated breaker made no storage call at all in CLOSED or OPEN
+/// (R15.2).
+///
+/// ```
+/// use interlock::storage::{MemoryStorage, StorageOps};
+/// use std::time::Duration;
+///
+/// let storage = MemoryStorage::new();
+/// let before = storage.operations();
+/// storage.trip_open("db", Duration::from_secs(60), None);
+/// let _ = storage.read("db");
+/// let delta = storage.operations() - before;
+/// assert_eq!(delta, StorageOps { trips: 1, reads: 1, ..StorageOps::default() });
+/// assert_eq!(delta.total(), 2);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StorageOps {
+    /// Calls to `read`.
+    pub reads: u64,
+    /// Calls to `trip_open`.
+    pub trips: u64,
+    /// Calls to `begin_half_open_if_elapsed`.
+    pub begins: u64,
+    /// Calls to `lease_probe`.
+    pub leases: u64,
+    /// Calls to `record_probe`.
+    pub records: u64,
+    /// Calls to `close`.
+    pub closes: u64,
+}
+
+impl StorageOps {
+    /// Calls of every kind together.
+    ///
+    /// ```
+    /// use interlock::storage::StorageOps;
+    ///
+    /// let ops = StorageOps { reads: 3, leases: 2, ..StorageOps::default() };
+    /// assert_eq!(ops.total(), 5);
+    /// ```
+    #[must_use]
+    pub const fn total(&self) -> u64 {
+        self.reads
+            .saturating_add(self.trips)
+            .saturating_add(self.begins)
+            .saturating_add(self.leases)
+            .saturating_add(self.records)
+            .saturating_add(self.closes)
+    }
+}
+
+impl Sub for StorageOps {
+    type Output = StorageOps;
+
+    /// The calls made between two readings (field by field, saturating).
+    fn sub(self, earlier: StorageOps) -> StorageOps {
+        StorageOps {
+            reads: self.reads.saturating_sub(earlier.reads),
+            trips: self.trips.saturating_sub(earlier.trips),
+            begins: self.begins.saturating_sub(earlier.begins),
+            leases: self.leases.saturating_sub(earlier.leases),
+            records: self.records.saturating_sub(earlier.records),
+            closes: self.closes.saturating_sub(earlier.closes),
+        }
+    }
+}
+
+/// Lock-free per-operation counters behind [`StorageOps`].
+#[derive(Debug, Default)]
+pub(crate) struct OpCounters {
+    reads: AtomicU64,
+    trips: AtomicU64,
+    begins: AtomicU64,
+    leases: AtomicU64,
+    records: AtomicU64,
+    closes: AtomicU64,
+}
+
+/// One of the six storage operations, for counting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Read,
+    Trip,
+    Begin,
+    Lease,
+    Record,
+    Close,
+}
+
+impl Op {
+    /// The operation's name in the storage traits.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Trip => "trip_open",
+            Op::Begin => "begin_half_open_if_elapsed",
+            Op::Lease => "lease_probe",
+            Op::Record => "record_probe",
+            Op::Close => "close",
+        }
+    }
+}
+
+impl OpCounters {
+    pub(crate) fn count(&self, op: Op) {
+        let counter = match op {
+            Op::Read => &self.reads,
+            Op::Trip => &self.trips,
+            Op::Begin => &self.begins,
+            Op::Lease => &self.leases,
+            Op::Record => &self.records,
+            Op::Close => &self.closes,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> StorageOps {
+        StorageOps {
+            reads: self.reads.load(Ordering::Relaxed),
+            trips: self.trips.load(Ordering::Relaxed),
+            begins: self.begins.load(Ordering::Relaxed),
+            leases: self.leases.load(Ordering::Relaxed),
+            records: self.records.load(Ordering::Relaxed),
+            closes: self.closes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The smallest key count at which an insert sweeps expired keys.
+const MIN_SWEEP: usize = 64;
+
+/// A stored key: the state and the instant it expires on the storage clock.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    state: SharedState,
+    expires_at: Timestamp,
+}
+
+#[derive(Debug)]
+struct Keys {
+    entries: HashMap<Box<str>, Entry>,
+    /// The next insert that finds at least this many keys sweeps the
+    /// expired ones, so abandoned names cannot grow the map for ever.
+    sweep_at: usize,
+}
+
+impl Keys {
+    /// The live entry for `name`, dropping it first if it has expired.
+    fn live(&mut self, name: &str, now: Timestamp) -> Option<&mut Entry> {
+        if self.entries.get(name).is_some_and(|e| now >= e.expires_at) {
+            self.entries.remove(name);
+        }
+        self.entries.get_mut(name)
+    }
+
+    /// The current state of `name`: absent or expired is `closed()`.
+    fn current(&mut self, name: &str, now: Timestamp) -> SharedState {
+        self.live(name, now)
+            .map_or(SharedState::closed(), |e| e.state)
+    }
+
+    /// Writes `state` under `name`, expiring `ttl` from `now`.
+    fn write(&mut self, name: &str, state: SharedState, now: Timestamp, ttl: Duration) {
+        let entry = Entry {
+            state,
+            expires_at: now.saturating_add(ttl),
+        };
+        if let Some(e) = self.entries.get_mut(name) {
+            *e = entry;
+            return;
+        }
+        if self.entries.len() >= self.sweep_at {
+            self.entries.retain(|_, e| now < e.expires_at);
+            self.sweep_at = MIN_SWEEP.max(self.entries.len().saturating_mul(2));
+        }
+        self.entries.insert(name.into(), entry);
+    }
+}
+
+struct Inner {
+    clock: ClockHandle,
+    settings: StorageSettings,
+    keys: Mutex<Keys>,
+    ops: OpCounters,
+}
+
+/// An in-process [`Storage`] and [`AsyncStorage`]: the embedded default for
+/// tests, demos and several breakers of one process sharing one state.
+///
+/// Clones share the same keys (it is an `Arc` inside), so give one clone to
+/// each simulated instance. Every operation is atomic (one mutex), elapsed
+/// checks and TTLs run on the storage's own clock ([`MonotonicClock`](crate::MonotonicClock) by
+/// default, or any [`Clock`] given to the builder), and every rule of R16
+/// holds: the public contract suite (`storage::contract`, feature
+/// `testing`) passes against it.
+///
+/// Besides the trait methods, `MemoryStorage` has inherent methods of the
+/// same names that cannot fail (so `storage.read(name)` is an
+/// `Option<SharedState>`), [`peek`](Self::peek) to look without counting,
+/// and [`operations`](Self::operations) to count calls.
+///
+/// TTL: every applied write and every idempotent trip refresh the key's
+/// expiry to `ttl` from now; a key whose expiry has come reads as absent.
+/// A fenced-out write, a no-op `begin_half_open_if_elapsed`, a denied lease
+/// and a dropped record leave the expiry alone, so a probe slot leaked by an
+/// interrupted probe is bounded by the TTL of the last applied write.
+///
+/// ```
+/// use interlock::storage::MemoryStorage;
+/// use interlock::{ManualClock, State};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let storage = MemoryStorage::builder().clock(clock.clone()).build();
+/// let ttl = Duration::from_secs(300);
+///
+/// assert_eq!(storage.read("payments"), None); // R16.1
+/// let open = storage.trip_open("payments", ttl, None);
+/// assert_eq!((open.state, open.version), (State::Open, 1));
+///
+/// clock.advance(Duration::from_secs(30));
+/// let half = storage.begin_half_open_if_elapsed("payments", Duration::from_secs(30), 2, ttl);
+/// assert_eq!((half.state, half.probes_remaining), (State::HalfOpen, 2));
+/// assert!(storage.lease_probe("payments", ttl).granted);
+///
+/// clock.advance(ttl); // nobody wrote for a whole TTL: the key expired
+/// assert_eq!(storage.read("payments"), None);
+/// ```
+#[derive(Clone)]
+pub struct MemoryStorage {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for MemoryStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStorage")
+            .field("clock", &self.inner.clock)
+            .field("settings", &self.inner.settings)
+            .field("operations", &self.inner.ops.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for MemoryStorage {
+    fn default() -> Self {
+        MemoryStorage::new()
+    }
+}
+
+impl MemoryStorage {
+    /// An empty storage on [`MonotonicClock`](crate::MonotonicClock) with
+    /// the default [`StorageSettings`].
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// assert_eq!(storage.read("anything"), None);
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        MemoryStorage::builder().build()
+    }
+
+    /// A builder, to choose the clock and the settings.
+    ///
+    /// ```
+    /// use interlock::storage::{MemoryStorage, StorageSettings};
+    /// use interlock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let settings = StorageSettings::builder().poll_interval(Duration::from_millis(100)).build()?;
+    /// let storage = MemoryStorage::builder().clock(ManualClock::new()).settings(settings).build();
+    /// assert_eq!(storage.settings().poll_interval(), Duration::from_millis(100));
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    pub fn builder() -> MemoryStorageBuilder {
+        MemoryStorageBuilder {
+            clock: ClockHandle::Monotonic,
+            settings: StorageSettings::default(),
+        }
+    }
+
+    /// The time on the storage's clock: the clock of `opened_at` and of
+    /// every elapsed and expiry check.
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use interlock::{ManualClock, Timestamp};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::starting_at(Timestamp::from_secs(5));
+    /// let storage = MemoryStorage::builder().clock(clock).build();
+    /// assert_eq!(storage.now(), Timestamp::from_secs(5));
+    /// let open = storage.trip_open("db", Duration::from_secs(60), None);
+    /// assert_eq!(open.opened_at, storage.now());
+    /// ```
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
+        self.inner.clock.now()
+    }
+
+    /// The settings breakers coordinated through this storage use (R16.12).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(MemoryStorage::new().settings().state_ttl(), Duration::from_secs(300));
+    /// ```
+    #[must_use]
+    pub fn settings(&self) -> StorageSettings {
+        self.inner.settings.clone()
+    }
+
+    /// The calls received so far, per operation, through either trait or
+    /// the inherent methods ([`peek`](Self::peek) is not counted).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let lease = storage.lease_probe("db", Duration::from_secs(60));
+    /// assert!(!lease.granted); // nothing is HALF_OPEN
+    /// assert_eq!(storage.operations().leases, 1);
+    /// ```
+    #[must_use]
+    pub fn operations(&self) -> StorageOps {
+        self.inner.ops.snapshot()
+    }
+
+    /// Like [`read`](Self::read), but not counted in
+    /// [`operations`](Self::operations): for tests that inspect the shared
+    /// state while proving a breaker made no storage call.
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// assert_eq!(storage.peek("db"), None);
+    /// assert_eq!(storage.operations().total(), 0);
+    /// ```
+    #[must_use]
+    pub fn peek(&self, name: &str) -> Option<SharedState> {
+        let now = self.inner.clock.now();
+        self.keys().live(name, now).map(|e| e.state)
+    }
+
+    /// The current state of `name`, or `None` if absent or expired (R16.1).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use interlock::State;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// assert_eq!(storage.read("db"), None);
+    /// storage.close("db", Duration::from_secs(60), None);
+    /// assert_eq!(storage.read("db").map(|s| (s.state, s.version)), Some((State::Closed, 1)));
+    /// ```
+    #[must_use]
+    pub fn read(&self, name: &str) -> Option<SharedState> {
+        self.inner.ops.count(Op::Read);
+        let now = self.inner.clock.now();
+        self.keys().live(name, now).map(|e| e.state)
+    }
+
+    /// Opens the shared breaker (R16.2): applied only if `expected_version`
+    /// is `None` or matches (absent = 0); while already OPEN only the TTL is
+    /// refreshed; a fenced-out call writes nothing. Returns the state after.
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use interlock::State;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let ttl = Duration::from_secs(60);
+    /// assert_eq!(storage.trip_open("db", ttl, Some(0)).version, 1);
+    /// assert_eq!(storage.trip_open("db", ttl, None).version, 1); // idempotent
+    /// let fenced = storage.close("db", ttl, Some(0)); // stale: no-op
+    /// assert_eq!((fenced.state, fenced.version), (State::Open, 1));
+    /// ```
+    pub fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> SharedState {
+        self.inner.ops.count(Op::Trip);
+        let now = self.inner.clock.now();
+        let mut keys = self.keys();
+        let current = keys.current(name, now);
+        if expected_version.is_some_and(|v| v != current.version) {
+            return current;
+        }
+        if current.state == State::Open {
+            keys.write(name, current, now, ttl);
+            return current;
+        }
+        let open = SharedState {
+            state: State::Open,
+            opened_at: now,
+            version: current.version.saturating_add(1),
+            ..SharedState::closed()
+        };
+        keys.write(name, open, now, ttl);
+        open
+    }
+
+    /// Moves an OPEN breaker to HALF_OPEN with `permitted` probes once
+    /// `wait` has elapsed since `opened_at` on the storage's clock
+    /// (inclusive); otherwise nothing changes, not even the TTL (R16.3).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use interlock::{ManualClock, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    /// let (ttl, wait) = (Duration::from_secs(60), Duration::from_secs(10));
+    /// storage.trip_open("db", ttl, None);
+    /// clock.advance(Duration::from_secs(9));
+    /// assert_eq!(storage.begin_half_open_if_elapsed("db", wait, 3, ttl).state, State::Open);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(storage.begin_half_open_if_elapsed("db", wait, 3, ttl).state, State::HalfOpen);
+    /// ```
+    pub fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> SharedState {
+        self.inner.ops.count(Op::Begin);
+        let now = self.inner.clock.now();
+        let mut keys = self.keys();
+        let current = keys.current(name, now);
+        if current.state != State::Open || now.saturating_duration_since(current.opened_at) < wait {
+            return current;
+        }
+        let half_open = SharedState {
+            state: State::HalfOpen,
+            opened_at: current.opened_at,
+            version: current.version.saturating_add(1),
+            probes_permitted: permitted,
+            probes_remaining: permitted,
+            ..SharedState::closed()
+        };
+        keys.write(name, half_open, now, ttl);
+        half_open
+    }
+
+    /// Leases one probe slot: granted only while HALF_OPEN with slots left,
+    /// and then the version bumps; a denied lease changes nothing (R16.4).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let ttl = Duration::from_secs(60);
+    /// storage.trip_open("db", ttl, None);
+    /// storage.begin_half_open_if_elapsed("db", Duration::ZERO, 1, ttl);
+    /// assert!(storage.lease_probe("db", ttl).granted);
+    /// assert!(!storage.lease_probe("db", ttl).granted); // budget spent
+    /// ```
+    pub fn lease_probe(&self, name: &str, ttl: Duration) -> ProbeLease {
+        self.inner.ops.count(Op::Lease);
+        let now = self.inner.clock.now();
+        let mut keys = self.keys();
+        let current = keys.current(name, now);
+        if current.state != State::HalfOpen || current.probes_remaining == 0 {
+            return ProbeLease {
+                granted: false,
+                state: current,
+            };
+        }
+        let leased = SharedState {
+            version: current.version.saturating_add(1),
+            probes_remaining: current.probes_remaining - 1,
+            ..current
+        };
+        keys.write(name, leased, now, ttl);
+        ProbeLease {
+            granted: true,
+            state: leased,
+        }
+    }
+
+    /// Tallies a probe's outcome, only while HALF_OPEN; otherwise nothing
+    /// changes and no key is created (R16.5).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use interlock::Outcome;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let ttl = Duration::from_secs(60);
+    /// storage.record_probe("db", Outcome::Failure, ttl); // not HALF_OPEN: dropped
+    /// assert_eq!(storage.read("db"), None);
+    /// storage.trip_open("db", ttl, None);
+    /// storage.begin_half_open_if_elapsed("db", Duration::ZERO, 1, ttl);
+    /// let s = storage.record_probe("db", Outcome::SlowFailure, ttl);
+    /// assert_eq!((s.probes_completed, s.probe_failures, s.probe_slows), (1, 1, 1));
+    /// assert!(s.round_finished());
+    /// ```
+    pub fn record_probe(&self, name: &str, outcome: Outcome, ttl: Duration) -> SharedState {
+        self.inner.ops.count(Op::Record);
+        let now = self.inner.clock.now();
+        let mut keys = self.keys();
+        let current = keys.current(name, now);
+        if current.state != State::HalfOpen {
+            return current;
+        }
+        let tallied = SharedState {
+            version: current.version.saturating_add(1),
+            probes_completed: current.probes_completed.saturating_add(1),
+            probe_failures: current
+                .probe_failures
+                .saturating_add(u32::from(outcome.is_failure())),
+            probe_slows: current
+                .probe_slows
+                .saturating_add(u32::from(outcome.is_slow())),
+            ..current
+        };
+        keys.write(name, tallied, now, ttl);
+        tallied
+    }
+
+    /// Closes the shared breaker, fenced like
+    /// [`trip_open`](Self::trip_open); an applied close always bumps the
+    /// version, even when already CLOSED or absent (R16.6).
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let ttl = Duration::from_secs(60);
+    /// assert_eq!(storage.close("db", ttl, None).version, 1); // created
+    /// assert_eq!(storage.close("db", ttl, Some(1)).version, 2);
+    /// assert_eq!(storage.close("db", ttl, Some(1)).version, 2); // fenced out
+    /// ```
+    pub fn close(&self, name: &str, ttl: Duration, expected_version: Option<u64>) -> SharedState {
+        self.inner.ops.count(Op::Close);
+        let now = self.inner.clock.now();
+        let mut keys = self.keys();
+        let current = keys.current(name, now);
+        if expected_version.is_some_and(|v| v != current.version) {
+            return current;
+        }
+        let closed = SharedState {
+            version: current.version.saturating_add(1),
+            ..SharedState::closed()
+        };
+        keys.write(name, closed, now, ttl);
+        closed
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, Keys> {
+        // Nothing panics while the lock is held, and a poisoned map is
+        // still consistent: every write replaces a whole entry.
+        self.inner
+            .keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Builds a [`MemoryStorage`].
+///
+/// ```
+/// use interlock::storage::MemoryStorage;
+/// use interlock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let storage = MemoryStorage::builder().clock(clock.clone()).build();
+/// assert_eq!(storage.now(), interlock::Timestamp::ZERO);
+/// ```
+#[must_use]
+pub struct MemoryStorageBuilder {
+    clock: ClockHandle,
+    settings: StorageSettings,
+}
+
+impl fmt::Debug for MemoryStorageBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStorageBuilder")
+            .field("clock", &self.clock)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl MemoryStorageBuilder {
+    /// The storage's clock, for `opened_at`, elapsed checks and TTLs
+    /// (default [`MonotonicClock`](crate::MonotonicClock)). Give a test the
+    /// same [`ManualClock`](crate::ManualClock) as its breakers.
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    /// use interlock::{ManualClock, Timestamp};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    /// clock.advance(Duration::from_secs(2));
+    /// assert_eq!(storage.now(), Timestamp::from_secs(2));
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = ClockHandle::from_clock(clock);
+        self
+    }
+
+    /// The settings reported to coordinated breakers (default
+    /// [`StorageSettings::default`]).
+    ///
+    /// ```
+    /// use interlock::storage::{MemoryStorage, StorageSettings};
+    /// use std::time::Duration;
+    ///
+    /// let settings = StorageSettings::builder().state_ttl(Duration::from_secs(30)).build()?;
+    /// let storage = MemoryStorage::builder().settings(settings).build();
+    /// assert_eq!(storage.settings().state_ttl(), Duration::from_secs(30));
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    pub fn settings(mut self, settings: StorageSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The storage, empty.
+    ///
+    /// ```
+    /// use interlock::storage::MemoryStorage;
+    ///
+    /// let storage = MemoryStorage::builder().build();
+    /// assert_eq!(storage.read("db"), None);
+    /// ```
+    pub fn build(self) -> MemoryStorage {
+        MemoryStorage {
+            inner: Arc::new(Inner {
+                clock: self.clock,
+                settings: self.settings,
+                keys: Mutex::new(Keys {
+                    entries: HashMap::new(),
+                    sweep_at: MIN_SWEEP,
+                }),
+                ops: OpCounters::default(),
+            }),
+        }
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
+        Ok(MemoryStorage::read(self, name))
+    }
+
+    fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::trip_open(self, name, ttl, expected_version))
+    }
+
+    fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::begin_half_open_if_elapsed(
+            self, name, wait, permitted, ttl,
+        ))
+    }
+
+    fn lease_probe(&self, name: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
+        Ok(MemoryStorage::lease_probe(self, name, ttl))
+    }
+
+    fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::record_probe(self, name, outcome, ttl))
+    }
+
+    fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::close(self, name, ttl, expected_version))
+    }
+
+    fn settings(&self) -> StorageSettings {
+        MemoryStorage::settings(self)
+    }
+}
+
+impl AsyncStorage for MemoryStorage {
+    async fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
+        Ok(MemoryStorage::read(self, name))
+    }
+
+    async fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::trip_open(self, name, ttl, expected_version))
+    }
+
+    async fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::begin_half_open_if_elapsed(
+            self, name, wait, permitted, ttl,
+        ))
+    }
+
+    async fn lease_probe(&self, name: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
+        Ok(MemoryStorage::lease_probe(self, name, ttl))
+    }
+
+    async fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::record_probe(self, name, outcome, ttl))
+    }
+
+    async fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::close(self, name, ttl, expected_version))
+    }
+
+    fn settings(&self) -> StorageSettings {
+        MemoryStorage::settings(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    const TTL: Duration = Duration::from_secs(100);
+
+    fn storage() -> (MemoryStorage, ManualClock) {
+        let clock = ManualClock::new();
+        (MemoryStorage::builder().clock(clock.clone()).build(), clock)
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn r16_1_unknown_names_read_none_and_never_panic() {
+        let (s, _) = storage();
+        for name in [
+            "",
+            "db",
+            "interlock:cb:x",
+            "名前",
+            "a\0b",
+            &"x".repeat(10_000),
+        ] {
+            assert_eq!(s.read(name), None);
+            assert_eq!(s.peek(name), None);
+            assert!(!s.lease_probe(name, TTL).granted);
+            assert_eq!(
+                s.record_probe(name, Outcome::Failure, TTL),
+                SharedState::closed()
+            );
+            assert_eq!(
+                s.begin_half_open_if_elapsed(name, Duration::ZERO, 1, TTL),
+                SharedState::closed()
+            );
+            assert_eq!(s.read(name), None, "no operation above may create {name:?}");
+        }
+    }
+
+    #[test]
+    fn r16_2_trip_sets_opened_at_on_the_storage_clock_and_is_idempotent() {
+        let clock = ManualClock::starting_at(Timestamp::from_secs(1000));
+        let s = MemoryStorage::builder().clock(clock.clone()).build();
+        let open = s.trip_open("db", TTL, None);
+        assert_eq!(open.opened_at, Timestamp::from_secs(1000));
+        clock.advance(secs(5));
+        assert_eq!(s.trip_open("db", TTL, None), open);
+        assert_eq!(s.trip_open("db", TTL, Some(1)), open);
+        assert_eq!(s.trip_open("db", TTL, Some(9)), open);
+    }
+
+    #[test]
+    fn r16_2_idempotent_trip_refreshes_the_ttl_but_a_fenced_one_does_not() {
+        let (s, clock) = storage();
+        s.trip_open("a", secs(10), None);
+        s.trip_open("b", secs(10), None);
+        clock.advance(secs(6));
+        s.trip_open("a", secs(10), None); // idempotent: refresh to t=16
+        s.trip_open("b", secs(10), Some(7)); // fenced out: expiry stays t=10
+        clock.advance(secs(4)); // t=10
+        assert!(s.read("a").is_some());
+        assert_eq!(s.read("b"), None);
+        clock.advance(secs(6)); // t=16
+        assert_eq!(s.read("a"), None);
+    }
+
+    #[test]
+    fn r16_3_begin_is_inclusive_and_does_not_reseed() {
+        let (s, clock) = storage();
+        s.trip_open("db", TTL, None);
+        clock.advance(Duration::from_nanos(9_999_999_999));
+        assert_eq!(
+            s.begin_half_open_if_elapsed("db", secs(10), 2, TTL).version,
+            1
+        );
+        clock.advance(Duration::from_nanos(1));
+        let half = s.begin_half_open_if_elapsed("db", secs(10), 2, TTL);
+        assert_eq!(
+            (half.state, half.version, half.probes_permitted),
+            (State::HalfOpen, 2, 2)
+        );
+        assert_eq!(half.opened_at, Timestamp::ZERO, "opened_at is kept");
+        assert!(s.lease_probe("db", TTL).granted);
+        let again = s.begin_half_open_if_elapsed("db", Duration::ZERO, 5, TTL);
+        assert_eq!(
+            (
+                again.version,
+                again.probes_permitted,
+                again.probes_remaining
+            ),
+            (3, 2, 1)
+        );
+    }
+
+    #[test]
+    fn r16_7_version_sequence() {
+        let (s, _) = storage();
+        let versions = [
+            s.trip_open("db", TTL, None).version,
+            s.begin_half_open_if_elapsed("db", Duration::ZERO, 2, TTL)
+                .version,
+            s.lease_probe("db", TTL).state.version,
+            s.lease_probe("db", TTL).state.version,
+            s.record_probe("db", Outcome::Success, TTL).version,
+            s.record_probe("db", Outcome::Success, TTL).version,
+            s.close("db", TTL, Some(6)).version,
+        ];
+        assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn r16_9_expiry_is_at_ttl_after_the_last_applied_write() {
+        let (s, clock) = storage();
+        s.close("db", secs(10), None);
+        clock.advance(Duration::from_nanos(9_999_999_999));
+        assert!(s.peek("db").is_some());
+        clock.advance(Duration::from_nanos(1));
+        assert_eq!(s.peek("db"), None);
+        // The version sequence restarts after expiry (Q2).
+        assert_eq!(s.trip_open("db", secs(10), None).version, 1);
+    }
+
+    #[test]
+    fn r16_9_a_zero_ttl_write_applies_and_expires_at_once() {
+        let (s, _) = storage();
+        let open = s.trip_open("db", Duration::ZERO, None);
+        assert_eq!((open.state, open.version), (State::Open, 1));
+        assert_eq!(s.read("db"), None);
+    }
+
+    #[test]
+    fn no_op_begin_and_denied_lease_leave_the_expiry_alone() {
+        let (s, clock) = storage();
+        s.trip_open("db", secs(10), None);
+        s.begin_half_open_if_elapsed("db", Duration::ZERO, 1, secs(10));
+        s.lease_probe("db", secs(10)); // granted: expiry t=10
+        clock.advance(secs(6));
+        assert!(!s.lease_probe("db", secs(10)).granted);
+        s.begin_half_open_if_elapsed("db", Duration::ZERO, 1, secs(10));
+        clock.advance(secs(4));
+        assert_eq!(s.read("db"), None, "a leaked slot is bounded by the TTL");
+    }
+
+    #[test]
+    fn expired_keys_are_swept_as_the_map_grows() {
+        let (s, clock) = storage();
+        for i in 0..MIN_SWEEP {
+            s.close(&format!("old-{i}"), secs(1), None);
+        }
+        clock.advance(secs(1));
+        s.close("new", secs(1), None);
+        assert_eq!(s.keys().entries.len(), 1);
+    }
+
+    #[test]
+    fn operations_count_every_call_through_every_api_but_not_peek() {
+        let (s, _) = storage();
+        let _ = Storage::read(&s, "db");
+        let _ = Storage::trip_open(&s, "db", TTL, None);
+        let _ = Storage::begin_half_open_if_elapsed(&s, "db", Duration::ZERO, 1, TTL);
+        let _ = Storage::lease_probe(&s, "db", TTL);
+        let _ = Storage::record_probe(&s, "db", Outcome::Success, TTL);
+        let _ = Storage::close(&s, "db", TTL, None);
+        let _ = s.peek("db");
+        let one_each = StorageOps {
+            reads: 1,
+            trips: 1,
+            begins: 1,
+            leases: 1,
+            records: 1,
+            closes: 1,
+        };
+        assert_eq!(s.operations(), one_each);
+        let clone = s.clone();
+        let _ = clone.read("db");
+        assert_eq!(
+            (s.operations() - one_each).reads,
+            1,
+            "clones share the counters"
+        );
+    }
+
+    #[test]
+    fn clones_share_keys_and_settings_are_reported_through_both_traits() {
+        let settings = StorageSettings::builder()
+            .poll_interval(Duration::from_millis(250))
+            .build()
+            .unwrap_or_default();
+        let s = MemoryStorage::builder().settings(settings.clone()).build();
+        assert_eq!(Storage::settings(&s), settings);
+        assert_eq!(AsyncStorage::settings(&s), settings);
+        s.clone().trip_open("db", TTL, None);
+        assert_eq!(s.read("db").map(|v| v.state), Some(State::Open));
+        assert!(format!("{s:?}").contains("MemoryStorage"));
+    }
+
+    #[test]
+    fn async_methods_run_the_same_logic() {
+        let (s, _) = storage();
+        let fut = async {
+            let open = AsyncStorage::trip_open(&s, "db", TTL, None).await;
+            let read = AsyncStorage::read(&s, "db").await;
+            (open.ok(), read.ok().flatten())
+        };
+        let (open, read) = block_on(fut);
+        assert_eq!(open.map(|o| o.version), Some(1));
+        assert_eq!(read, open);
+    }
+
+    fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+}

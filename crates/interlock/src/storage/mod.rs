@@ -1,0 +1,264 @@
+//! Shared state across a fleet: the storage contract, an in-memory storage,
+//! and the coordinator that keeps breakers in step with it.
+//!
+//! A storage holds one record per breaker name, [`SharedState`], and changes
+//! it only through the six *intent* operations of [`Storage`] (blocking) or
+//! [`AsyncStorage`]: each is atomic, writes are fenced by version where a
+//! stale decision could overwrite a newer one, every applied write refreshes
+//! a TTL, and elapsed checks use the storage's own clock (R16).
+//!
+//! The local machine keeps owning the window and trip detection; the storage
+//! owns the shared OPEN / HALF_OPEN state and the fleet-wide probe budget.
+
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod contract;
+pub(crate) mod coordinator;
+mod memory;
+mod settings;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
+
+pub use memory::{MemoryStorage, MemoryStorageBuilder, StorageOps};
+
+use std::error::Error;
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::machine::{Outcome, State};
+
+pub use coordinator::Coordinator;
+pub use settings::{StorageSettings, StorageSettingsBuilder};
+
+/// Any error a storage returns. The breaker treats every error as a sign to
+/// degrade to local state (R16.10), so a routine outcome (a fencing miss, a
+/// denied lease) must never be an error.
+pub type StorageError = Box<dyn Error + Send + Sync + 'static>;
+
+/// One breaker's shared state (R1.5): what an absent key means is
+/// [`SharedState::closed`].
+///
+/// ```
+/// use interlock::storage::SharedState;
+/// use interlock::State;
+///
+/// let s = SharedState::closed();
+/// assert_eq!(s.state, State::Closed);
+/// assert_eq!(s.version, 0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SharedState {
+    /// CLOSED, OPEN or HALF_OPEN.
+    pub state: State,
+    /// When the shared OPEN began, on the storage's clock.
+    pub opened_at: Timestamp,
+    /// Bumped by every applied write; used to fence writes.
+    pub version: u64,
+    /// Probes the current HALF_OPEN round admits in total.
+    pub probes_permitted: u32,
+    /// Probes still to lease this round.
+    pub probes_remaining: u32,
+    /// Probes that reported an outcome this round.
+    pub probes_completed: u32,
+    /// Of those, failures.
+    pub probe_failures: u32,
+    /// Of those, slow calls.
+    pub probe_slows: u32,
+}
+
+impl SharedState {
+    /// The state of a breaker nobody has written yet: CLOSED at version 0.
+    #[must_use]
+    pub const fn closed() -> Self {
+        SharedState {
+            state: State::Closed,
+            opened_at: Timestamp::ZERO,
+            version: 0,
+            probes_permitted: 0,
+            probes_remaining: 0,
+            probes_completed: 0,
+            probe_failures: 0,
+            probe_slows: 0,
+        }
+    }
+
+    /// Whether the round of this HALF_OPEN view is complete (R17.4).
+    #[must_use]
+    pub fn round_finished(&self) -> bool {
+        self.state == State::HalfOpen
+            && self.probes_permitted > 0
+            && self.probes_completed >= self.probes_permitted
+    }
+}
+
+impl Default for SharedState {
+    fn default() -> Self {
+        SharedState::closed()
+    }
+}
+
+impl fmt::Display for SharedState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} v{}", self.state, self.version)?;
+        if self.state == State::HalfOpen {
+            write!(
+                f,
+                " (probes {}/{} left, {} done, {} failed, {} slow)",
+                self.probes_remaining,
+                self.probes_permitted,
+                self.probes_completed,
+                self.probe_failures,
+                self.probe_slows
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The answer to [`Storage::lease_probe`] (R1.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProbeLease {
+    /// Whether a probe slot was granted.
+    pub granted: bool,
+    /// The state after the attempt.
+    pub state: SharedState,
+}
+
+/// A blocking shared-state backend (R16).
+///
+/// Every method is atomic against concurrent callers, and none may return an
+/// error for a routine outcome: a fenced-out write or a denied lease returns
+/// the current state. The public contract suite
+/// (`interlock::storage::contract`, feature `testing`) checks an
+/// implementation against every rule.
+pub trait Storage: Send + Sync + 'static {
+    /// The current state, or `None` if the key is absent or expired (R16.1).
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError>;
+
+    /// Opens the shared breaker (R16.2). Applied only if `expected_version`
+    /// is `None` or equals the stored version (absent = 0); if already OPEN
+    /// nothing changes but the TTL; a fenced-out call writes nothing at all.
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError>;
+
+    /// Moves an OPEN breaker whose `wait` has elapsed on the storage's clock
+    /// to HALF_OPEN with `permitted` probes (R16.3); otherwise no change.
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError>;
+
+    /// Leases one probe slot: granted only while HALF_OPEN with slots left
+    /// (R16.4).
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn lease_probe(&self, name: &str, ttl: Duration) -> Result<ProbeLease, StorageError>;
+
+    /// Tallies a probe's outcome, only while HALF_OPEN (R16.5).
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError>;
+
+    /// Closes the shared breaker, fenced like [`trip_open`](Self::trip_open);
+    /// an applied close always bumps the version (R16.6).
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError>;
+
+    /// The storage's knobs (R16.12); the defaults when not overridden.
+    fn settings(&self) -> StorageSettings {
+        StorageSettings::default()
+    }
+}
+
+/// The async mirror of [`Storage`], with the same contract.
+pub trait AsyncStorage: Send + Sync + 'static {
+    /// See [`Storage::read`].
+    fn read(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<SharedState>, StorageError>> + Send;
+
+    /// See [`Storage::trip_open`].
+    fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::begin_half_open_if_elapsed`].
+    fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::lease_probe`].
+    fn lease_probe(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<ProbeLease, StorageError>> + Send;
+
+    /// See [`Storage::record_probe`].
+    fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::close`].
+    fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::settings`].
+    fn settings(&self) -> StorageSettings {
+        StorageSettings::default()
+    }
+}

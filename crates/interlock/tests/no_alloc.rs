@@ -1,0 +1,192 @@
+//! No per-call path allocates: a closed call (on each clock), a rejection in OPEN and
+//! FORCED_OPEN, a HALF_OPEN admission with its permit dropped, a registry hit, and a failing
+//! call that repeats the previous error (the last-failure record is reused).
+//!
+//! Allocations are counted by `allocation-counter`'s `#[global_allocator]`, per thread (the
+//! workspace forbids `unsafe`, so the tests cannot define a `GlobalAlloc` themselves). Every
+//! path here runs entirely on the calling thread, and counting per thread keeps the tests
+//! exact while libtest runs them in parallel. Each case warms up first: the first call may
+//! allocate once (thread-locals such as the registry's table cache or the failure message
+//! buffer, the coarse clock's thread), the next [`CALLS`] calls must not allocate at all.
+#![allow(clippy::unwrap_used)]
+
+use std::fmt;
+use std::hint::black_box;
+use std::time::Duration;
+
+use allocation_counter::{AllocationInfo, measure};
+use interlock::{
+    CallError, CircuitBreaker, Clock, CoarseClock, Config, ManualClock, MonotonicClock, Registry,
+    State,
+};
+
+/// Calls measured per case, after warm-up.
+const CALLS: usize = 10_000;
+/// Calls made before measuring.
+const WARM_UP: usize = 100;
+
+/// An error whose construction does not allocate (unlike `io::Error::other`), so only the
+/// breaker's own allocations are counted.
+#[derive(Debug, Clone, Copy)]
+struct Boom;
+
+impl fmt::Display for Boom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("upstream returned 503")
+    }
+}
+
+impl std::error::Error for Boom {}
+
+fn ok() -> Result<u64, Boom> {
+    Ok(black_box(1))
+}
+
+fn boom() -> Result<u64, Boom> {
+    Err(Boom)
+}
+
+/// Runs `f` [`WARM_UP`] times, then measures [`CALLS`] more runs.
+fn steady_state(mut f: impl FnMut()) -> AllocationInfo {
+    for _ in 0..WARM_UP {
+        f();
+    }
+    measure(|| {
+        for _ in 0..CALLS {
+            f();
+        }
+    })
+}
+
+#[track_caller]
+fn assert_no_alloc(path: &str, info: AllocationInfo) {
+    assert_eq!(
+        info.count_total, 0,
+        "{path}: {} allocations ({} bytes) in {CALLS} calls",
+        info.count_total, info.bytes_total
+    );
+}
+
+fn breaker(config: Config, clock: impl Clock) -> CircuitBreaker {
+    CircuitBreaker::builder("no-alloc")
+        .config(config)
+        .clock(clock)
+        .build()
+        .unwrap()
+}
+
+/// Trips on the first failure, then stays OPEN for an hour.
+fn trips_at_once() -> Config {
+    Config::builder()
+        .minimum_number_of_calls(1)
+        .wait_duration_in_open(Duration::from_secs(3600))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn closed_call_allocates_nothing_on_every_clock() {
+    let clocks: [(&str, CircuitBreaker); 3] = [
+        ("monotonic", breaker(Config::default(), MonotonicClock)),
+        ("coarse", breaker(Config::default(), CoarseClock)),
+        ("manual", breaker(Config::default(), ManualClock::new())),
+    ];
+    for (clock, b) in clocks {
+        let info = steady_state(|| assert!(b.call(ok).is_ok()));
+        assert_no_alloc(&format!("closed call ({clock} clock)"), info);
+        assert_eq!(b.state(), State::Closed);
+        // The permit form of the same path.
+        let info = steady_state(|| b.acquire().unwrap().success());
+        assert_no_alloc(&format!("closed acquire + success ({clock} clock)"), info);
+    }
+}
+
+#[test]
+fn rejection_allocates_nothing() {
+    let open = breaker(trips_at_once(), MonotonicClock);
+    let _ = open.call(boom);
+    assert_eq!(open.state(), State::Open);
+    let info = steady_state(|| {
+        let Err(CallError::Rejected(e)) = open.call(ok) else {
+            panic!("admitted while OPEN")
+        };
+        assert!(e.retry_after().is_some());
+    });
+    assert_no_alloc("OPEN rejection (call)", info);
+    let info = steady_state(|| assert!(open.acquire().is_err()));
+    assert_no_alloc("OPEN rejection (acquire)", info);
+
+    let forced = breaker(Config::default(), MonotonicClock);
+    forced.force_open();
+    let info = steady_state(|| assert!(forced.call(ok).is_err()));
+    assert_no_alloc("FORCED_OPEN rejection", info);
+}
+
+#[test]
+fn half_open_admission_and_dropped_permit_allocate_nothing() {
+    let clock = ManualClock::new();
+    let b = breaker(trips_at_once(), clock.clone());
+    let _ = b.call(boom);
+    clock.advance(Duration::from_secs(3601));
+    let info = steady_state(|| {
+        let permit = b.acquire().unwrap();
+        assert!(permit.is_probe());
+        drop(permit);
+    });
+    assert_no_alloc("HALF_OPEN acquire + drop", info);
+    assert_eq!(b.state(), State::HalfOpen);
+}
+
+#[test]
+fn registry_hit_allocates_nothing() {
+    for names in [1, 1_000] {
+        let registry = Registry::new();
+        let all: Vec<_> = (0..names)
+            .map(|i| registry.get(&format!("backend-{i:04}.svc.internal")))
+            .collect();
+        let name = format!("backend-{:04}.svc.internal", names / 2);
+        let info = steady_state(|| assert!(registry.get(&name).ptr_eq(&all[names / 2])));
+        assert_no_alloc(&format!("registry hit among {names} names"), info);
+        let info = steady_state(|| assert!(registry.get_existing(&name).is_some()));
+        assert_no_alloc(&format!("registry get_existing among {names} names"), info);
+    }
+}
+
+#[test]
+fn repeated_failure_reuses_the_last_failure_record() {
+    // Never trips: one success for every failure keeps the rate at 0.5 < 1.0.
+    let config = Config::builder()
+        .failure_rate_threshold(1.0)
+        .build()
+        .unwrap();
+    let b = breaker(config, MonotonicClock);
+    let info = steady_state(|| {
+        assert!(b.call(ok).is_ok());
+        assert!(matches!(b.call(boom), Err(CallError::Inner(Boom))));
+    });
+    assert_no_alloc("failing call repeating the same error", info);
+    assert_eq!(b.state(), State::Closed);
+    let last = b.last_failure().unwrap();
+    assert_eq!(last.message(), "upstream returned 503");
+
+    // A different message is a new record (one allocation at most for the record and its
+    // text), then repeating it allocates nothing again.
+    #[derive(Debug)]
+    struct Other;
+    impl fmt::Display for Other {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("connection reset")
+        }
+    }
+    impl std::error::Error for Other {}
+    let changed = measure(|| {
+        let _ = b.call(|| Err::<u64, _>(Other));
+    });
+    assert!(changed.count_total > 0, "a new message must be stored");
+    let info = steady_state(|| {
+        let _ = b.call(ok);
+        let _ = b.call(|| Err::<u64, _>(Other));
+    });
+    assert_no_alloc("failing call repeating a second error", info);
+    assert_eq!(b.last_failure().unwrap().message(), "connection reset");
+}
