@@ -1,0 +1,347 @@
+//! [`RedisStorage`]: the blocking storage.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use interlock::storage::{ProbeLease, SharedState, Storage, StorageError, StorageSettings};
+use interlock::{ConfigError, Outcome};
+use redis::{ConnectionLike, RedisError, RedisResult, Value};
+
+use crate::error::Error;
+use crate::options::{Layout, Options, knobs};
+use crate::scripts::{Op, Reply, parse};
+
+/// How many idle connections a connecting storage keeps for reuse.
+const MAX_IDLE: usize = 8;
+
+type Connector<C> = Box<dyn Fn() -> RedisResult<C> + Send + Sync>;
+
+/// Where a blocking storage gets its connections.
+enum Source<C> {
+    /// One connection, used by one operation at a time.
+    Fixed(Mutex<C>),
+    /// Connections made on demand and reused; a broken one is dropped and
+    /// the next operation connects afresh.
+    Connecting {
+        connect: Connector<C>,
+        idle: Mutex<Vec<C>>,
+    },
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic cannot leave a connection half-used behind the lock: the
+    // client finishes or fails each request before returning.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether a connection that returned `error` should be thrown away.
+fn is_broken(error: &RedisError) -> bool {
+    error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_unrecoverable_error()
+}
+
+/// A blocking [`Storage`] on Redis or Valkey, for breakers coordinated on a
+/// background thread ([`Coordinator::blocking`](interlock::storage::Coordinator::blocking)).
+///
+/// Every operation is one Lua script (EVALSHA, loaded on a NOSCRIPT reply)
+/// on one hash per breaker; see the [crate docs](crate) for the layout.
+///
+/// # Connections
+///
+/// [`Storage`] methods take `&self` and may run on several threads at once
+/// (the coordinator's lane, and calls leasing HALF_OPEN probes), so the
+/// storage owns its connections:
+///
+/// - [`RedisStorage::from_client`] and [`RedisStorage::builder_with`]
+///   connect on demand and keep up to 8 idle connections for reuse.
+///   Concurrent operations each use their own connection, so none waits
+///   behind another one's timeout, and a connection that failed with an I/O
+///   error or timeout is dropped: the next operation reconnects, which is
+///   how the storage recovers after Redis restarts.
+/// - [`RedisStorage::builder`] takes one connection of any
+///   [`redis::ConnectionLike`] type (a `redis::Connection`, a
+///   `redis::cluster::ClusterConnection`, a pooled connection, or even a
+///   `redis::Client`, which connects once per command) behind a mutex:
+///   operations take turns on it, and it is never replaced. A plain
+///   `redis::Connection` given this way stays broken after Redis restarts;
+///   prefer the connecting constructors for it.
+///
+/// Set connect and response timeouts on the connections: an operation
+/// blocks for as long as the client lets it, and the inline HALF_OPEN lease
+/// runs on the caller's thread.
+///
+/// ```no_run
+/// use interlock::storage::Coordinator;
+/// use interlock::CircuitBreaker;
+/// use interlock_redis::RedisStorage;
+/// use std::time::Duration;
+///
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let storage = RedisStorage::from_client(client, Duration::from_millis(250))
+///     .poll_interval(Duration::from_millis(500))
+///     .build()?;
+/// let coordinator = Coordinator::blocking(storage);
+/// let breaker = CircuitBreaker::builder("payments").coordinator(&coordinator).build()?;
+/// let answer = breaker.call(|| Ok::<_, std::io::Error>(42));
+/// # let _ = answer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RedisStorage<C> {
+    source: Source<C>,
+    layout: Layout,
+}
+
+impl<C> fmt::Debug for RedisStorage<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let connections = match &self.source {
+            Source::Fixed(_) => "one, shared",
+            Source::Connecting { .. } => "connecting on demand",
+        };
+        f.debug_struct("RedisStorage")
+            .field("key_prefix", &self.layout.prefix)
+            .field("connections", &connections)
+            .field("settings", &self.layout.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStorage<redis::Connection> {
+    /// A builder that connects through `client` on demand, with `timeout`
+    /// as the connect timeout and the read and write timeouts of every
+    /// connection (so no operation blocks for much longer).
+    ///
+    /// ```no_run
+    /// use interlock_redis::RedisStorage;
+    /// use std::time::Duration;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let storage = RedisStorage::from_client(client, Duration::from_millis(250)).build()?;
+    /// # let _ = storage;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_client(
+        client: redis::Client,
+        timeout: Duration,
+    ) -> RedisStorageBuilder<redis::Connection> {
+        RedisStorage::builder_with(move || {
+            let con = client.get_connection_with_timeout(timeout)?;
+            con.set_read_timeout(Some(timeout))?;
+            con.set_write_timeout(Some(timeout))?;
+            Ok(con)
+        })
+    }
+}
+
+impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
+    /// A builder over one connection, shared by all operations in turn and
+    /// never replaced (see [Connections](Self#connections)).
+    ///
+    /// ```no_run
+    /// use interlock_redis::RedisStorage;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let storage = RedisStorage::builder(client.get_connection()?)
+    ///     .key_prefix("checkout:{cb}:")
+    ///     .build()?;
+    /// # let _ = storage;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(connection: C) -> RedisStorageBuilder<C> {
+        RedisStorageBuilder {
+            source: Source::Fixed(Mutex::new(connection)),
+            options: Options::default(),
+        }
+    }
+
+    /// A builder that makes connections with `connect` when it needs one
+    /// (lazily: building does not connect) and drops any that failed with
+    /// an I/O error or timeout (see [Connections](Self#connections)).
+    ///
+    /// ```no_run
+    /// use interlock_redis::RedisStorage;
+    /// use std::time::Duration;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let storage = RedisStorage::builder_with(move || {
+    ///     let con = client.get_connection_with_timeout(Duration::from_millis(100))?;
+    ///     con.set_read_timeout(Some(Duration::from_millis(200)))?;
+    ///     Ok(con)
+    /// })
+    /// .build()?;
+    /// # let _ = storage;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder_with<F>(connect: F) -> RedisStorageBuilder<C>
+    where
+        F: Fn() -> RedisResult<C> + Send + Sync + 'static,
+    {
+        RedisStorageBuilder {
+            source: Source::Connecting {
+                connect: Box::new(connect),
+                idle: Mutex::new(Vec::new()),
+            },
+            options: Options::default(),
+        }
+    }
+
+    /// The key of `name`'s hash: the prefix, then the name with `%`, `{`,
+    /// `}` and control characters percent-encoded.
+    ///
+    /// ```
+    /// use interlock_redis::RedisStorage;
+    ///
+    /// // A `Client` connects per command, and nothing is sent here.
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let storage = RedisStorage::builder(client).build()?;
+    /// assert_eq!(storage.key("payments"), "interlock:{cb}:payments");
+    /// assert_eq!(storage.key("a{b}"), "interlock:{cb}:a%7Bb%7D");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn key(&self, name: &str) -> String {
+        self.layout.key(name)
+    }
+
+    /// The prefix of every key.
+    #[must_use]
+    pub fn key_prefix(&self) -> &str {
+        &self.layout.prefix
+    }
+
+    fn run(&self, name: &str, op: Op) -> Result<Reply, Error> {
+        let key = self.layout.key(name);
+        let invocation = op.invocation(&key);
+        let value: Value = match &self.source {
+            Source::Fixed(con) => invocation.invoke(&mut *lock(con)),
+            Source::Connecting { connect, idle } => {
+                let pooled = lock(idle).pop();
+                let mut con = match pooled {
+                    Some(con) => con,
+                    None => connect().map_err(|e| Error::redis(op.name(), e))?,
+                };
+                let result = invocation.invoke(&mut con);
+                let broken = result.as_ref().err().is_some_and(is_broken);
+                if !broken && con.is_open() {
+                    let mut idle = lock(idle);
+                    if idle.len() < MAX_IDLE {
+                        idle.push(con);
+                    }
+                }
+                result
+            }
+        }
+        .map_err(|e| Error::redis(op.name(), e))?;
+        parse(op.name(), &value)
+    }
+}
+
+impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
+    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
+        Ok(self.run(name, Op::Read)?.into_read())
+    }
+
+    fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Trip {
+            ttl,
+            expected: expected_version,
+        };
+        Ok(self.run(name, op)?.state)
+    }
+
+    fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Begin {
+            wait,
+            permitted,
+            ttl,
+        };
+        Ok(self.run(name, op)?.state)
+    }
+
+    fn lease_probe(&self, name: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
+        Ok(self.run(name, Op::Lease { ttl })?.into_lease())
+    }
+
+    fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(self.run(name, Op::Record { outcome, ttl })?.state)
+    }
+
+    fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Close {
+            ttl,
+            expected: expected_version,
+        };
+        Ok(self.run(name, op)?.state)
+    }
+
+    fn settings(&self) -> StorageSettings {
+        self.layout.settings.clone()
+    }
+}
+
+/// Builds a [`RedisStorage`]: the key prefix and the knobs (R16.12), all
+/// checked in [`build`](Self::build).
+#[must_use]
+pub struct RedisStorageBuilder<C> {
+    source: Source<C>,
+    options: Options,
+}
+
+impl<C> fmt::Debug for RedisStorageBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStorageBuilder")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: ConnectionLike + Send + 'static> RedisStorageBuilder<C> {
+    knobs!();
+
+    /// The storage. Nothing is sent to Redis yet: the scripts are loaded on
+    /// first use.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first invalid knob (`key_prefix`,
+    /// `state_ttl`, `poll_interval`, ...).
+    ///
+    /// ```
+    /// use interlock_redis::RedisStorage;
+    /// use std::time::Duration;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let err = RedisStorage::builder(client).poll_interval(Duration::ZERO).build().unwrap_err();
+    /// assert_eq!(err.field(), "poll_interval");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build(self) -> Result<RedisStorage<C>, ConfigError> {
+        Ok(RedisStorage {
+            source: self.source,
+            layout: self.options.build()?,
+        })
+    }
+}

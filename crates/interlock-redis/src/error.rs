@@ -1,0 +1,157 @@
+//! [`Error`]: why a Redis storage operation did not answer.
+
+use std::borrow::Cow;
+use std::error::Error as StdError;
+use std::fmt;
+
+/// Why a storage operation failed: Redis could not be reached or answered
+/// with an error, or the breaker's hash holds data the scripts refuse.
+///
+/// A coordinated breaker never shows it to a call: any storage error makes
+/// it degrade to its local state and report
+/// [`Event::StorageDegraded`](interlock::Event::StorageDegraded) with this
+/// error (as a [`StorageError`](interlock::storage::StorageError), from
+/// which it can be downcast).
+///
+/// ```
+/// use interlock_redis::Error;
+///
+/// fn explain(e: &interlock::storage::StorageError) -> String {
+///     match e.downcast_ref::<Error>() {
+///         Some(e) if e.is_corrupt() => format!("bad data in Redis: {e}"),
+///         Some(e) => format!("Redis unavailable: {e}"),
+///         None => e.to_string(),
+///     }
+/// }
+/// # let _ = explain;
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    operation: &'static str,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// The client's error (I/O, timeout, server error other than ours).
+    Redis(redis::RedisError),
+    /// The scripts refused the hash, or the reply had the wrong shape.
+    Corrupt(Cow<'static, str>),
+}
+
+/// The marker our scripts put in front of their error messages.
+const SCRIPT_MARKER: &str = "interlock: ";
+
+impl Error {
+    pub(crate) fn redis(operation: &'static str, error: redis::RedisError) -> Self {
+        let text = error.to_string();
+        match text.find(SCRIPT_MARKER) {
+            Some(at) => {
+                // Redis appends where the script failed: not worth a log line.
+                let detail = &text[at + SCRIPT_MARKER.len()..];
+                let detail = detail.split(" script: ").next().unwrap_or(detail);
+                Error {
+                    operation,
+                    kind: Kind::Corrupt(Cow::Owned(bounded(detail.trim_end()))),
+                }
+            }
+            None => Error {
+                operation,
+                kind: Kind::Redis(error),
+            },
+        }
+    }
+
+    pub(crate) fn server(operation: &'static str, error: redis::ServerError) -> Self {
+        Error::redis(operation, redis::RedisError::from(error))
+    }
+
+    pub(crate) fn reply(operation: &'static str, detail: impl Into<Cow<'static, str>>) -> Self {
+        let detail = detail.into();
+        Error {
+            operation,
+            kind: Kind::Corrupt(Cow::Owned(format!("unexpected script reply: {detail}"))),
+        }
+    }
+
+    /// The storage operation that failed: `read`, `trip_open`,
+    /// `begin_half_open_if_elapsed`, `lease_probe`, `record_probe` or
+    /// `close`.
+    #[must_use]
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// Whether the breaker's hash holds data the scripts refuse (a field
+    /// missing, not a number, out of range, an unknown state or schema
+    /// marker) or a script replied in an unexpected shape, as opposed to
+    /// Redis being unreachable or failing.
+    #[must_use]
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self.kind, Kind::Corrupt(_))
+    }
+
+    /// The client's error, when the failure came from the `redis` crate
+    /// (I/O, timeout, `WRONGTYPE`, ...).
+    #[must_use]
+    pub fn redis_error(&self) -> Option<&redis::RedisError> {
+        match &self.kind {
+            Kind::Redis(e) => Some(e),
+            Kind::Corrupt(_) => None,
+        }
+    }
+}
+
+/// At most 200 characters of a server message: it may echo stored data.
+fn bounded(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Redis(_) => write!(f, "redis storage: {} failed", self.operation),
+            Kind::Corrupt(detail) => {
+                write!(f, "redis storage: {} refused: {detail}", self.operation)
+            }
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.kind {
+            Kind::Redis(e) => Some(e),
+            Kind::Corrupt(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_the_operation_and_source_is_the_client_error() {
+        let io = redis::RedisError::from(std::io::Error::other("refused"));
+        let e = Error::redis("lease_probe", io);
+        assert_eq!(e.to_string(), "redis storage: lease_probe failed");
+        assert!(e.source().is_some() && !e.is_corrupt() && e.redis_error().is_some());
+        let e = Error::reply("read", "not an array");
+        assert_eq!(
+            e.to_string(),
+            "redis storage: read refused: unexpected script reply: not an array"
+        );
+        assert!(e.is_corrupt() && e.source().is_none());
+    }
+
+    #[test]
+    fn long_server_messages_are_cut() {
+        assert_eq!(bounded("abc"), "abc");
+        assert_eq!(bounded(&"x".repeat(500)).chars().count(), 201);
+    }
+}

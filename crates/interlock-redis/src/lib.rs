@@ -1,0 +1,160 @@
+//! Redis and Valkey shared state for [`interlock`] circuit breakers: when
+//! one instance of a service trips, every instance backs off, and recovery
+//! probes are budgeted across the fleet.
+//!
+//! [`RedisStorage`] (blocking) and [`AsyncRedisStorage`] implement
+//! interlock's [`Storage`](interlock::storage::Storage) and
+//! [`AsyncStorage`](interlock::storage::AsyncStorage). Hand one to a
+//! [`Coordinator`](interlock::storage::Coordinator) and build breakers with
+//! it: CLOSED and OPEN calls read a cached view (no Redis command), a
+//! background lane polls every `poll_interval` and writes trips and probe
+//! outcomes, and a HALF_OPEN admission is the only inline command (an
+//! atomic lease on the shared probe budget).
+//!
+//! ```no_run
+//! use interlock::storage::Coordinator;
+//! use interlock::{CallError, CircuitBreaker};
+//! use interlock_redis::RedisStorage;
+//! use std::time::Duration;
+//!
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let storage = RedisStorage::from_client(client, Duration::from_millis(250))
+//!     .poll_interval(Duration::from_millis(500))
+//!     .build()?;
+//! let coordinator = Coordinator::blocking(storage);
+//! let breaker = CircuitBreaker::builder("payments").coordinator(&coordinator).build()?;
+//!
+//! match breaker.call(|| Ok::<_, std::io::Error>("charged")) {
+//!     Ok(receipt) => println!("{receipt}"),
+//!     Err(CallError::Rejected(open)) => println!("payments are down fleet-wide: {open}"),
+//!     Err(e) => println!("the call failed: {e}"),
+//! }
+//! breaker.close(); // drains queued writes and stops the lane
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Key layout
+//!
+//! One hash per breaker at `key_prefix + encoded name`, by default
+//! `interlock:{cb}:payments`. Its fields, all written as decimal strings:
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `state` | `closed`, `open` or `half_open` |
+//! | `opened_at` | start of the shared OPEN, integer microseconds since the Unix epoch on the server's `TIME` |
+//! | `version` | bumped by every applied change; fences stale writes |
+//! | `probes_permitted`, `probes_remaining`, `probes_completed`, `probe_failures`, `probe_slows` | the HALF_OPEN round's budget and tally |
+//! | `v` | schema marker, `1` |
+//!
+//! Every applied write rewrites the fields and refreshes the key's expiry
+//! with `PEXPIRE` (`state_ttl` rounded up to whole milliseconds); an
+//! idempotent `trip_open` while OPEN refreshes the expiry too. Fenced-out
+//! writes, denied leases, dropped probe records and a
+//! `begin_half_open_if_elapsed` whose wait has not elapsed write nothing.
+//! An expired key reads as CLOSED at version 0.
+//!
+//! **Names.** A breaker's name goes into its key percent-encoded: `%`,
+//! `{`, `}` and control characters (ASCII and Unicode) become `%XX` per
+//! UTF-8 byte; everything else, other non-ASCII text included, is kept. The
+//! encoding is reversible, so two names never share a key, and a name can
+//! neither leave its prefix nor open or close a hash tag, so it cannot move
+//! its key to another cluster slot. Ordinary names (letters, digits, `.`,
+//! `-`, `_`, `:`, `/`, spaces) appear verbatim. Two storages whose prefixes
+//! nest (`a:` and `a:b:`) can still see each other's keys: keep prefixes
+//! distinct.
+//!
+//! **Hash tag.** The default prefix carries the hash tag `{cb}`, so all
+//! breakers of a storage live in one Redis Cluster slot (and so on one
+//! node): any later multi-key operation over them (a batched poll, a
+//! notification channel under the prefix) stays within one slot. Choose
+//! your own tag per service (`checkout:{cb}:`), or a prefix without braces
+//! to spread breakers over the cluster; every script touches only its one
+//! key, so both work. `key_prefix` is rejected when its `{` does not open a
+//! closed, non-empty tag.
+//!
+//! **Scripts.** Each operation is one Lua script run with `EVALSHA` (the
+//! client loads it on a `NOSCRIPT` reply, on every primary of a cluster).
+//! Elapsed checks use the server's `TIME`, never the caller's clock. Each
+//! script replies with the same nine values in the same order: an
+//! operation code (applied, granted, or key present), then `state`,
+//! `opened_at`, `version` and the five probe counters.
+//!
+//! **Data written by someone else.** The scripts refuse a hash with a
+//! missing field, a value that is not a decimal integer or is out of range
+//! (`version` and `opened_at` up to 2^53 − 1, probe counters up to
+//! `u32::MAX`), an unknown `state` or an unknown schema marker `v`; Redis
+//! refuses a key of another type (`WRONGTYPE`). Either way the operation
+//! returns an [`Error`] (see [`Error::is_corrupt`]), writes nothing, and the
+//! breaker degrades to its local state; nothing panics. Unknown extra
+//! fields are ignored.
+//!
+//! # Compatibility
+//!
+//! The scripts use only `HMGET`, `HSET`, `EXISTS`, `PEXPIRE` and `TIME`
+//! through `EVAL`/`EVALSHA`, so any RESP server that runs Lua works:
+//!
+//! - **Redis 5.0 or newer.** The scripts call `TIME` before writing, which
+//!   needs script effects replication, the default since 5.0.
+//! - **Valkey**, any release.
+//! - **Redis Cluster** (and Valkey cluster): each script touches one key,
+//!   routed by the client to its slot. Use `redis::cluster::ClusterConnection`
+//!   with [`RedisStorage`] or `redis::cluster_async::ClusterConnection` with
+//!   [`AsyncRedisStorage`].
+//!
+//! The hash follows the field layout of the Python library interlock-cb
+//! (same fields, `opened_at` in microseconds); with
+//! `key_prefix("interlock:cb:")` ordinary names map to its keys. Sharing
+//! keys with it is not tested.
+//!
+//! # Degradation
+//!
+//! A storage error never reaches a call: the breaker switches to its local
+//! state and reports
+//! [`Event::StorageDegraded`](interlock::Event::StorageDegraded), the
+//! coordinator leaves Redis alone for `retry_backoff`, and the first
+//! successful operation after that reports
+//! [`Event::StorageRecovered`](interlock::Event::StorageRecovered) and
+//! adopts the shared state, including an OPEN written meanwhile.
+//!
+//! # Features
+//!
+//! | feature | default | enables |
+//! |---|---|---|
+//! | `tokio` | yes | [`AsyncRedisStorage`] (through `redis/tokio-comp`), and interlock's `tokio` feature for its async coordinator |
+//!
+//! # Minimum supported Rust version
+//!
+//! 1.88, the `redis` crate's; raised only in a minor release.
+// Without `tokio` the crate docs still mention `AsyncRedisStorage`.
+#![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
+
+mod blocking;
+mod error;
+mod key;
+#[cfg(feature = "tokio")]
+mod nonblocking;
+mod options;
+mod scripts;
+
+pub use blocking::{RedisStorage, RedisStorageBuilder};
+pub use error::Error;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
+
+/// The SHA1 digests of the six scripts (read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close), as sent
+/// with `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy
+/// allow-lists in a locked-down deployment.
+///
+/// ```
+/// let digests = interlock_redis::script_digests();
+/// assert!(digests.iter().all(|d| d.len() == 40));
+/// ```
+#[must_use]
+pub fn script_digests() -> [&'static str; 6] {
+    scripts::digests()
+}

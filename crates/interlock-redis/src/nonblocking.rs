@@ -1,0 +1,230 @@
+//! [`AsyncRedisStorage`]: the async storage.
+
+use std::fmt;
+use std::time::Duration;
+
+use interlock::storage::{AsyncStorage, ProbeLease, SharedState, StorageError, StorageSettings};
+use interlock::{ConfigError, Outcome};
+use redis::Value;
+use redis::aio::ConnectionLike;
+
+use crate::error::Error;
+use crate::options::{Layout, Options, knobs};
+use crate::scripts::{Op, Reply, parse};
+
+/// An [`AsyncStorage`] on Redis or Valkey, for breakers coordinated on a
+/// tokio task ([`Coordinator::asynchronous`](interlock::storage::Coordinator::asynchronous)).
+///
+/// It holds one async connection handle and clones it for every operation,
+/// so it takes the cheaply cloneable, multiplexed kinds, which run
+/// concurrent operations side by side on one socket:
+///
+/// - `redis::aio::ConnectionManager`: reconnects by itself after Redis
+///   restarts. The usual choice.
+/// - `redis::aio::MultiplexedConnection`: stays broken once its socket is
+///   gone, so the breakers stay degraded until the process makes a new
+///   storage; fine for tests and short-lived tools.
+/// - `redis::cluster_async::ClusterConnection`: Redis Cluster.
+///
+/// Give the connection a response timeout (for example
+/// `redis::AsyncConnectionConfig::set_response_timeout`): the inline
+/// HALF_OPEN lease is awaited by the call that asked for it.
+///
+/// Every operation is one Lua script (EVALSHA, loaded on a NOSCRIPT reply)
+/// on one hash per breaker; see the [crate docs](crate) for the layout.
+///
+/// ```no_run
+/// use interlock::storage::Coordinator;
+/// use interlock::CircuitBreaker;
+/// use interlock_redis::AsyncRedisStorage;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let storage = AsyncRedisStorage::builder(client.get_connection_manager().await?).build()?;
+/// let coordinator = Coordinator::asynchronous(storage);
+/// let breaker = CircuitBreaker::builder("payments").coordinator(&coordinator).build()?;
+/// let answer = breaker.call_async(|| async { Ok::<_, std::io::Error>(42) }).await;
+/// # let _ = answer;
+/// # Ok(())
+/// # }
+/// # let _ = run;
+/// ```
+pub struct AsyncRedisStorage<C> {
+    connection: C,
+    layout: Layout,
+}
+
+impl<C> fmt::Debug for AsyncRedisStorage<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncRedisStorage")
+            .field("key_prefix", &self.layout.prefix)
+            .field("settings", &self.layout.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> AsyncRedisStorage<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A builder over `connection`, cloned for every operation.
+    ///
+    /// ```no_run
+    /// use interlock_redis::AsyncRedisStorage;
+    /// use std::time::Duration;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let config = redis::AsyncConnectionConfig::new()
+    ///     .set_connection_timeout(Some(Duration::from_millis(250)))
+    ///     .set_response_timeout(Some(Duration::from_millis(250)));
+    /// let con = client.get_multiplexed_async_connection_with_config(&config).await?;
+    /// let storage = AsyncRedisStorage::builder(con).key_prefix("checkout:{cb}:").build()?;
+    /// # let _ = storage;
+    /// # Ok(())
+    /// # }
+    /// # let _ = run;
+    /// ```
+    pub fn builder(connection: C) -> AsyncRedisStorageBuilder<C> {
+        AsyncRedisStorageBuilder {
+            connection,
+            options: Options::default(),
+        }
+    }
+
+    /// The key of `name`'s hash: the prefix, then the name with `%`, `{`,
+    /// `}` and control characters percent-encoded.
+    #[must_use]
+    pub fn key(&self, name: &str) -> String {
+        self.layout.key(name)
+    }
+
+    /// The prefix of every key.
+    #[must_use]
+    pub fn key_prefix(&self) -> &str {
+        &self.layout.prefix
+    }
+
+    /// A clone of the connection handle.
+    #[must_use]
+    pub fn connection(&self) -> C {
+        self.connection.clone()
+    }
+
+    async fn run(&self, name: &str, op: Op) -> Result<Reply, Error> {
+        let key = self.layout.key(name);
+        let mut con = self.connection.clone();
+        let value: Value = op
+            .invocation(&key)
+            .invoke_async(&mut con)
+            .await
+            .map_err(|e| Error::redis(op.name(), e))?;
+        parse(op.name(), &value)
+    }
+}
+
+/// Every method is one script call; a future dropped before it completes
+/// may or may not have applied its operation on the server.
+impl<C> AsyncStorage for AsyncRedisStorage<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
+        Ok(self.run(name, Op::Read).await?.into_read())
+    }
+
+    async fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Trip {
+            ttl,
+            expected: expected_version,
+        };
+        Ok(self.run(name, op).await?.state)
+    }
+
+    async fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Begin {
+            wait,
+            permitted,
+            ttl,
+        };
+        Ok(self.run(name, op).await?.state)
+    }
+
+    async fn lease_probe(&self, name: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
+        Ok(self.run(name, Op::Lease { ttl }).await?.into_lease())
+    }
+
+    async fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(self.run(name, Op::Record { outcome, ttl }).await?.state)
+    }
+
+    async fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected_version: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Close {
+            ttl,
+            expected: expected_version,
+        };
+        Ok(self.run(name, op).await?.state)
+    }
+
+    fn settings(&self) -> StorageSettings {
+        self.layout.settings.clone()
+    }
+}
+
+/// Builds an [`AsyncRedisStorage`]: the key prefix and the knobs (R16.12),
+/// all checked in [`build`](Self::build).
+#[must_use]
+pub struct AsyncRedisStorageBuilder<C> {
+    connection: C,
+    options: Options,
+}
+
+impl<C> fmt::Debug for AsyncRedisStorageBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncRedisStorageBuilder")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> AsyncRedisStorageBuilder<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    knobs!();
+
+    /// The storage. Nothing is sent to Redis yet: the scripts are loaded on
+    /// first use.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first invalid knob (`key_prefix`,
+    /// `state_ttl`, `poll_interval`, ...).
+    pub fn build(self) -> Result<AsyncRedisStorage<C>, ConfigError> {
+        Ok(AsyncRedisStorage {
+            connection: self.connection,
+            layout: self.options.build()?,
+        })
+    }
+}

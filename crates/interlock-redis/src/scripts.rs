@@ -1,0 +1,500 @@
+//! The six Lua scripts, their arguments and the parsing of their replies.
+//!
+//! Every script works on one key (`KEYS[1]`, the breaker's hash), reads the
+//! hash through the same strict loader, and replies with the same nine
+//! values in the same order:
+//!
+//! | # | value | type |
+//! |---|---|---|
+//! | 1 | `code`: 1 if the operation applied a change (for `read`: the key exists; for `lease_probe`: granted), else 0 | integer |
+//! | 2 | `state`: `closed`, `open` or `half_open` | string |
+//! | 3 | `opened_at`, microseconds since the Unix epoch on the server's `TIME` | integer |
+//! | 4 | `version` | integer |
+//! | 5–9 | `probes_permitted`, `probes_remaining`, `probes_completed`, `probe_failures`, `probe_slows` | integers |
+//!
+//! An absent key reads as CLOSED at version 0 with `code` 0. A hash the
+//! loader refuses (a field missing, not a decimal integer, out of range, an
+//! unknown state or schema marker) makes the script fail with an error
+//! whose text starts with `interlock:`; a key of another type fails with
+//! Redis's own `WRONGTYPE`. Nothing is written in either case.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use interlock::storage::{ProbeLease, SharedState};
+use interlock::{Outcome, State, Timestamp};
+use redis::{Script, ScriptInvocation, Value};
+
+use crate::error::Error;
+
+/// The largest integer Lua's doubles hold exactly (2^53 − 1): the bound of
+/// `version` and `opened_at` in the hash.
+pub(crate) const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// The longest TTL written (about 31 years), far below what `PEXPIRE`
+/// accepts on top of the server's clock.
+const MAX_TTL_MS: u64 = 1_000_000_000_000;
+
+const PRELUDE: &str = r"
+local key = KEYS[1]
+local MAX_EXACT = 9007199254740991
+local MAX_U32 = 4294967295
+
+local function fail(what)
+  error('interlock: ' .. what .. ' (corrupt or foreign breaker hash)', 0)
+end
+
+local function int(field, raw, max)
+  if type(raw) ~= 'string' or #raw == 0 or #raw > 16 or not string.match(raw, '^%d+$') then
+    fail('field ' .. field .. ' is missing or not a decimal integer')
+  end
+  local n = tonumber(raw)
+  if n > max then
+    fail('field ' .. field .. ' is out of range')
+  end
+  return n
+end
+
+local function load()
+  local raw = redis.call('HMGET', key, 'state', 'opened_at', 'version', 'probes_permitted',
+    'probes_remaining', 'probes_completed', 'probe_failures', 'probe_slows', 'v')
+  local s = { state = 'closed', opened_at = 0, version = 0, permitted = 0, remaining = 0,
+    completed = 0, failures = 0, slows = 0, exists = false }
+  local any = false
+  for i = 1, 9 do
+    if raw[i] then any = true end
+  end
+  if not any then
+    if redis.call('EXISTS', key) == 1 then
+      fail('the hash has none of the breaker fields')
+    end
+    return s
+  end
+  if raw[9] and raw[9] ~= '1' then
+    fail('unknown schema marker v')
+  end
+  local state = raw[1]
+  if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then
+    fail('field state is missing or unknown')
+  end
+  s.state = state
+  s.opened_at = int('opened_at', raw[2], MAX_EXACT)
+  s.version = int('version', raw[3], MAX_EXACT)
+  s.permitted = int('probes_permitted', raw[4], MAX_U32)
+  s.remaining = int('probes_remaining', raw[5], MAX_U32)
+  s.completed = int('probes_completed', raw[6], MAX_U32)
+  s.failures = int('probe_failures', raw[7], MAX_U32)
+  s.slows = int('probe_slows', raw[8], MAX_U32)
+  s.exists = true
+  return s
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function bump(version)
+  if version < MAX_EXACT then return version + 1 end
+  return version
+end
+
+local function add32(a, b)
+  local n = a + b
+  if n > MAX_U32 then return MAX_U32 end
+  return n
+end
+
+local function fenced_out(s, expected)
+  return expected ~= '' and tonumber(expected) ~= s.version
+end
+
+local function digits(n)
+  return string.format('%.0f', n)
+end
+
+local function save(s, ttl_ms)
+  redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
+    'version', digits(s.version), 'probes_permitted', digits(s.permitted),
+    'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
+    'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
+  redis.call('PEXPIRE', key, ttl_ms)
+end
+
+local function reply(code, s)
+  return { code, s.state, s.opened_at, s.version, s.permitted, s.remaining, s.completed,
+    s.failures, s.slows }
+end
+
+local function fresh(state, opened_at, version)
+  return { state = state, opened_at = opened_at, version = version, permitted = 0,
+    remaining = 0, completed = 0, failures = 0, slows = 0 }
+end
+";
+
+/// `read`: no arguments.
+const READ: &str = r"
+local s = load()
+if s.exists then return reply(1, s) end
+return reply(0, s)
+";
+
+/// `trip_open`: ARGV = ttl_ms, expected version or ''.
+const TRIP: &str = r"
+local s = load()
+if fenced_out(s, ARGV[2]) then return reply(0, s) end
+if s.state == 'open' then
+  redis.call('PEXPIRE', key, ARGV[1])
+  return reply(0, s)
+end
+local open = fresh('open', now_us(), bump(s.version))
+save(open, ARGV[1])
+return reply(1, open)
+";
+
+/// `begin_half_open_if_elapsed`: ARGV = wait_us, permitted, ttl_ms.
+const BEGIN: &str = r"
+local s = load()
+if s.state ~= 'open' then return reply(0, s) end
+local elapsed = now_us() - s.opened_at
+if elapsed < 0 then elapsed = 0 end
+if elapsed < tonumber(ARGV[1]) then return reply(0, s) end
+local half = fresh('half_open', s.opened_at, bump(s.version))
+half.permitted = tonumber(ARGV[2])
+half.remaining = half.permitted
+save(half, ARGV[3])
+return reply(1, half)
+";
+
+/// `lease_probe`: ARGV = ttl_ms.
+const LEASE: &str = r"
+local s = load()
+if s.state ~= 'half_open' or s.remaining < 1 then return reply(0, s) end
+s.remaining = s.remaining - 1
+s.version = bump(s.version)
+save(s, ARGV[1])
+return reply(1, s)
+";
+
+/// `record_probe`: ARGV = failure (0/1), slow (0/1), ttl_ms.
+const RECORD: &str = r"
+local s = load()
+if s.state ~= 'half_open' then return reply(0, s) end
+s.completed = add32(s.completed, 1)
+s.failures = add32(s.failures, tonumber(ARGV[1]))
+s.slows = add32(s.slows, tonumber(ARGV[2]))
+s.version = bump(s.version)
+save(s, ARGV[3])
+return reply(1, s)
+";
+
+/// `close`: ARGV = ttl_ms, expected version or ''.
+const CLOSE: &str = r"
+local s = load()
+if fenced_out(s, ARGV[2]) then return reply(0, s) end
+local closed = fresh('closed', 0, bump(s.version))
+save(closed, ARGV[1])
+return reply(1, closed)
+";
+
+struct Scripts {
+    read: Script,
+    trip: Script,
+    begin: Script,
+    lease: Script,
+    record: Script,
+    close: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+    Scripts {
+        read: script(READ),
+        trip: script(TRIP),
+        begin: script(BEGIN),
+        lease: script(LEASE),
+        record: script(RECORD),
+        close: script(CLOSE),
+    }
+});
+
+/// The SHA1 digests of the six scripts, in the order read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close.
+pub(crate) fn digests() -> [&'static str; 6] {
+    let s = &*SCRIPTS;
+    [
+        s.read.get_hash(),
+        s.trip.get_hash(),
+        s.begin.get_hash(),
+        s.lease.get_hash(),
+        s.record.get_hash(),
+        s.close.get_hash(),
+    ]
+}
+
+/// A TTL as whole milliseconds for `PEXPIRE`: rounded up, at least 1 (a
+/// zero would delete the key), at most [`MAX_TTL_MS`].
+pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
+    let ms = ttl.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms).unwrap_or(u64::MAX).clamp(1, MAX_TTL_MS)
+}
+
+/// A wait as whole microseconds, rounded up (a wait never ends early), at
+/// most [`MAX_EXACT`].
+pub(crate) fn wait_us(wait: Duration) -> u64 {
+    let us = wait.as_nanos().div_ceil(1_000);
+    u64::try_from(us).unwrap_or(u64::MAX).min(MAX_EXACT)
+}
+
+fn expected_arg(expected: Option<u64>) -> String {
+    expected.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// One storage operation with its arguments.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    Read,
+    Trip {
+        ttl: Duration,
+        expected: Option<u64>,
+    },
+    Begin {
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    },
+    Lease {
+        ttl: Duration,
+    },
+    Record {
+        outcome: Outcome,
+        ttl: Duration,
+    },
+    Close {
+        ttl: Duration,
+        expected: Option<u64>,
+    },
+}
+
+impl Op {
+    /// The operation's name in the storage traits.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Trip { .. } => "trip_open",
+            Op::Begin { .. } => "begin_half_open_if_elapsed",
+            Op::Lease { .. } => "lease_probe",
+            Op::Record { .. } => "record_probe",
+            Op::Close { .. } => "close",
+        }
+    }
+
+    /// The script call for the hash at `key`.
+    pub(crate) fn invocation(self, key: &str) -> ScriptInvocation<'static> {
+        let s: &'static Scripts = &SCRIPTS;
+        match self {
+            Op::Read => s.read.key(key),
+            Op::Trip { ttl, expected } => {
+                let mut inv = s.trip.key(key);
+                inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
+                inv
+            }
+            Op::Begin {
+                wait,
+                permitted,
+                ttl,
+            } => {
+                let mut inv = s.begin.key(key);
+                inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl));
+                inv
+            }
+            Op::Lease { ttl } => {
+                let mut inv = s.lease.key(key);
+                inv.arg(ttl_ms(ttl));
+                inv
+            }
+            Op::Record { outcome, ttl } => {
+                let mut inv = s.record.key(key);
+                inv.arg(u8::from(outcome.is_failure()))
+                    .arg(u8::from(outcome.is_slow()))
+                    .arg(ttl_ms(ttl));
+                inv
+            }
+            Op::Close { ttl, expected } => {
+                let mut inv = s.close.key(key);
+                inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
+                inv
+            }
+        }
+    }
+}
+
+/// A parsed script reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reply {
+    pub(crate) code: bool,
+    pub(crate) state: SharedState,
+}
+
+impl Reply {
+    pub(crate) fn into_read(self) -> Option<SharedState> {
+        self.code.then_some(self.state)
+    }
+
+    pub(crate) fn into_lease(self) -> ProbeLease {
+        ProbeLease {
+            granted: self.code,
+            state: self.state,
+        }
+    }
+}
+
+fn int(op: &'static str, v: &Value, field: &'static str, max: u64) -> Result<u64, Error> {
+    match v {
+        Value::Int(n) => u64::try_from(*n)
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| Error::reply(op, format!("{field} out of range"))),
+        _ => Err(Error::reply(op, format!("{field} is not an integer"))),
+    }
+}
+
+fn u32_field(op: &'static str, v: &Value, field: &'static str) -> Result<u32, Error> {
+    int(op, v, field, u64::from(u32::MAX)).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+fn state(op: &'static str, v: &Value) -> Result<State, Error> {
+    let bytes: &[u8] = match v {
+        Value::BulkString(b) => b,
+        Value::SimpleString(s) => s.as_bytes(),
+        _ => return Err(Error::reply(op, "state is not a string")),
+    };
+    match bytes {
+        b"closed" => Ok(State::Closed),
+        b"open" => Ok(State::Open),
+        b"half_open" => Ok(State::HalfOpen),
+        _ => Err(Error::reply(op, "unknown state")),
+    }
+}
+
+/// Checks and converts a script's reply: exactly nine values of the
+/// documented types and ranges, or an error (never a panic).
+pub(crate) fn parse(op: &'static str, value: &Value) -> Result<Reply, Error> {
+    let items = match value {
+        Value::Array(items) => items.as_slice(),
+        Value::ServerError(e) => return Err(Error::server(op, e.clone())),
+        _ => return Err(Error::reply(op, "not an array")),
+    };
+    let [
+        code,
+        st,
+        opened_at,
+        version,
+        permitted,
+        remaining,
+        completed,
+        failures,
+        slows,
+    ] = items
+    else {
+        return Err(Error::reply(
+            op,
+            format!("{} values instead of 9", items.len()),
+        ));
+    };
+    let code = int(op, code, "code", 1)? == 1;
+    let opened_at_us = int(op, opened_at, "opened_at", MAX_EXACT)?;
+    Ok(Reply {
+        code,
+        state: SharedState {
+            state: state(op, st)?,
+            // At most 2^53 µs, so at most about 9.0e18 ns: fits in a u64.
+            opened_at: Timestamp::from_nanos(opened_at_us.saturating_mul(1_000)),
+            version: int(op, version, "version", MAX_EXACT)?,
+            probes_permitted: u32_field(op, permitted, "probes_permitted")?,
+            probes_remaining: u32_field(op, remaining, "probes_remaining")?,
+            probes_completed: u32_field(op, completed, "probes_completed")?,
+            probe_failures: u32_field(op, failures, "probe_failures")?,
+            probe_slows: u32_field(op, slows, "probe_slows")?,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(items: Vec<Value>) -> Value {
+        Value::Array(items)
+    }
+
+    fn good() -> Vec<Value> {
+        let mut v = vec![Value::Int(1), Value::BulkString(b"half_open".to_vec())];
+        v.extend([1_700_000_000_000_000, 7, 3, 2, 1, 1, 0].map(Value::Int));
+        v
+    }
+
+    #[test]
+    fn a_well_formed_reply_parses() {
+        let r = parse("read", &reply(good())).unwrap();
+        assert!(r.code);
+        assert_eq!(r.state.state, State::HalfOpen);
+        assert_eq!(r.state.opened_at.as_secs(), 1_700_000_000);
+        assert_eq!(
+            (
+                r.state.version,
+                r.state.probes_permitted,
+                r.state.probes_remaining
+            ),
+            (7, 3, 2)
+        );
+    }
+
+    #[test]
+    fn malformed_replies_are_errors_not_panics() {
+        let mut cases: Vec<Value> = vec![
+            Value::Nil,
+            Value::Int(3),
+            Value::Okay,
+            reply(vec![]),
+            reply(good()[..8].to_vec()),
+        ];
+        let mut push = |i: usize, v: Value| {
+            let mut items = good();
+            items[i] = v;
+            cases.push(reply(items));
+        };
+        push(0, Value::Int(2));
+        push(1, Value::BulkString(b"ajar".to_vec()));
+        push(1, Value::Int(0));
+        push(2, Value::Int(-1));
+        push(3, Value::Int(i64::MAX));
+        push(4, Value::Int(1 << 40));
+        push(5, Value::BulkString(b"1".to_vec()));
+        push(8, Value::Nil);
+        for case in cases {
+            let err = parse("read", &case).unwrap_err();
+            assert!(err.is_corrupt(), "{case:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_round_up_and_are_clamped() {
+        assert_eq!(ttl_ms(Duration::ZERO), 1);
+        assert_eq!(ttl_ms(Duration::from_micros(1)), 1);
+        assert_eq!(ttl_ms(Duration::from_micros(1_001)), 2);
+        assert_eq!(ttl_ms(Duration::from_secs(300)), 300_000);
+        assert_eq!(ttl_ms(Duration::MAX), MAX_TTL_MS);
+        assert_eq!(wait_us(Duration::from_nanos(1)), 1);
+        assert_eq!(wait_us(Duration::from_secs(10)), 10_000_000);
+        assert_eq!(wait_us(Duration::MAX), MAX_EXACT);
+    }
+
+    #[test]
+    fn every_script_has_its_own_digest() {
+        let mut d = digests().to_vec();
+        d.sort_unstable();
+        d.dedup();
+        assert_eq!(d.len(), 6);
+    }
+}

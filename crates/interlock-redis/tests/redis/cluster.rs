@@ -1,0 +1,77 @@
+//! A smoke test on a 3-node Redis Cluster started by the test.
+
+use std::time::Duration;
+
+use interlock::State;
+use interlock::storage::contract::{RealTime, asynchronous, blocking, check_storage};
+use interlock::storage::{AsyncStorage, Storage};
+use interlock_redis::{AsyncRedisStorage, RedisStorage};
+
+use crate::TTL;
+use crate::support::Cluster;
+
+fn slot(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(con)
+        .unwrap()
+}
+
+#[test]
+fn both_storages_work_on_a_three_node_cluster() {
+    let cluster = Cluster::start();
+    let client = redis::cluster::ClusterClient::builder(cluster.urls())
+        .connection_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let time = RealTime::new(Duration::from_millis(40));
+
+    // Default prefix: one hash tag, so every breaker lands in one slot,
+    // whatever its name.
+    let storage = RedisStorage::builder(client.get_connection().unwrap())
+        .build()
+        .unwrap();
+    check_storage(&storage, &time);
+    let mut admin = cluster.nodes[0].admin();
+    let tag_slot = slot(&mut admin, "cb");
+    for name in ["payments", "a}b", "{other}", "%7B", "x\r\n{y}"] {
+        storage.close(name, TTL, None).unwrap();
+        assert_eq!(slot(&mut admin, &storage.key(name)), tag_slot, "{name:?}");
+    }
+
+    // A prefix without a tag spreads breakers over the nodes; each script
+    // still touches one key, so everything works.
+    let spread = RedisStorage::builder(client.get_connection().unwrap())
+        .key_prefix("spread:")
+        .build()
+        .unwrap();
+    let slots: std::collections::HashSet<i64> = (0..20)
+        .map(|i| slot(&mut admin, &spread.key(&format!("svc-{i}"))))
+        .collect();
+    assert!(slots.len() > 1);
+    blocking::version_sequence(&spread, &time);
+    blocking::concurrent_leases_respect_budget(&spread, &time);
+    for i in 0..20 {
+        let name = format!("svc-{i}");
+        assert_eq!(spread.trip_open(&name, TTL, None).unwrap().version, 1);
+        assert_eq!(spread.read(&name).unwrap().unwrap().state, State::Open);
+    }
+
+    // The async cluster connection.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let con = client.get_async_connection().await.unwrap();
+        let storage = AsyncRedisStorage::builder(con).build().unwrap();
+        asynchronous::version_sequence(&storage, &time).await;
+        asynchronous::concurrent_leases_respect_budget(&storage, &time).await;
+        let v = AsyncStorage::trip_open(&storage, "payments-async", TTL, None)
+            .await
+            .unwrap();
+        assert_eq!((v.state, v.version), (State::Open, 1));
+    });
+}

@@ -1,0 +1,122 @@
+//! `interlock-redis` against real servers: every test starts its own
+//! `redis-server` (a 3-node cluster for the cluster smoke test, and
+//! `valkey-server` when one is installed) on free loopback ports and kills
+//! it when done.
+#![cfg(feature = "tokio")]
+// the async storage is under test too
+// Test helpers outside #[test] functions, shared between the modules.
+#![allow(
+    clippy::unwrap_used,
+    clippy::missing_panics_doc,
+    clippy::missing_errors_doc
+)]
+#![allow(missing_docs, unreachable_pub, missing_debug_implementations)]
+
+mod support;
+
+mod cluster;
+mod contract;
+mod faults;
+mod fleet;
+mod hostile;
+
+use std::time::Duration;
+
+use interlock::mode::Blocking;
+use interlock::storage::Coordinator;
+use interlock::{CallError, CircuitBreaker, Config, ConfigBuilder, SlidingWindow};
+use interlock_redis::{RedisStorage, RedisStorageBuilder};
+
+use support::{Events, Server};
+
+/// A connecting blocking storage with 500 ms connect and response timeouts.
+pub fn storage_builder(server: &Server) -> RedisStorageBuilder<redis::Connection> {
+    RedisStorage::from_client(server.client(), Duration::from_millis(500))
+}
+
+pub fn storage(server: &Server) -> RedisStorage<redis::Connection> {
+    storage_builder(server).build().unwrap()
+}
+
+pub const TTL: Duration = Duration::from_secs(60);
+
+/// Trips after two calls, of which both failed.
+pub fn config() -> ConfigBuilder {
+    Config::builder()
+        .minimum_number_of_calls(2)
+        .sliding_window(SlidingWindow::count(2))
+        .wait_duration_in_open(Duration::from_secs(30))
+        .permitted_calls_in_half_open(2)
+}
+
+/// One simulated process: its own storage (so its own connections),
+/// coordinator and breaker, with its events logged.
+pub struct Instance {
+    pub lane: Coordinator<Blocking>,
+    pub breaker: CircuitBreaker<Blocking>,
+    pub events: Events,
+}
+
+impl Instance {
+    pub fn new(lane: Coordinator<Blocking>, config: ConfigBuilder) -> Instance {
+        let events = Events::default();
+        let breaker = CircuitBreaker::builder("payments")
+            .config(config.build().unwrap())
+            .coordinator(&lane)
+            .listener(events.listener())
+            .build()
+            .unwrap();
+        Instance {
+            lane,
+            breaker,
+            events,
+        }
+    }
+
+    /// Fails calls until the local machine trips.
+    pub fn trip_locally(&self) {
+        while self.breaker.state() == interlock::State::Closed {
+            let _ = fail(&self.breaker);
+        }
+    }
+}
+
+pub fn ok(b: &CircuitBreaker<Blocking>) -> Result<(), CallError<std::io::Error>> {
+    b.call(|| Ok(()))
+}
+
+pub fn fail(b: &CircuitBreaker<Blocking>) -> Result<(), CallError<std::io::Error>> {
+    b.call(|| Err(std::io::Error::other("503")))
+}
+
+/// The example runs against a server of its own and tells its story.
+#[test]
+fn the_fleet_example_runs_against_a_real_server() {
+    let server = Server::start();
+    // target/<profile>/deps/redis-<hash> -> target/<profile>/examples/fleet
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join(format!("fleet{}", std::env::consts::EXE_SUFFIX));
+    let out = std::process::Command::new(&binary)
+        .env("REDIS_URL", server.url())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("rejected 2 of 2 calls at once (shielded: true)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("key: interlock-example:{cb}:inventory"),
+        "{stdout}"
+    );
+}

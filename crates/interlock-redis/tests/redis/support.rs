@@ -1,0 +1,324 @@
+//! Real servers for the tests: each test starts its own `redis-server` (or
+//! `valkey-server`, or a 3-node cluster) on free loopback ports, with a
+//! temporary directory and no persistence, and kills it on drop.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use interlock::{Clock, Event, MonotonicClock, Timestamp};
+
+/// Waits (without `thread::sleep`) for `d` of real time.
+pub fn pause(d: Duration) {
+    let deadline = MonotonicClock.now().saturating_add(d);
+    loop {
+        let now = MonotonicClock.now();
+        if now >= deadline {
+            return;
+        }
+        std::thread::park_timeout(deadline.saturating_duration_since(now));
+    }
+}
+
+/// Real time now, for measuring.
+pub fn now() -> Timestamp {
+    MonotonicClock.now()
+}
+
+/// Polls `cond` every few milliseconds until it holds or `limit` passes;
+/// returns whether it held.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = now().saturating_add(limit);
+    loop {
+        if cond() {
+            return true;
+        }
+        if now() >= deadline {
+            return false;
+        }
+        pause(Duration::from_millis(5));
+    }
+}
+
+/// Whether `binary` is an executable file on `PATH`.
+pub fn on_path(binary: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(binary).is_file()))
+}
+
+/// A loopback port nobody listens on now (and, for cluster nodes, whose bus
+/// port `+10000` is free too).
+fn free_port(with_bus: bool) -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("local address").port();
+        if !with_bus {
+            return port;
+        }
+        if port <= 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("interlock-redis-{tag}-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+/// One server process on its own port, killed on drop.
+pub struct Server {
+    binary: String,
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// A fresh `redis-server`.
+    pub fn start() -> Server {
+        Server::start_binary("redis-server", &[], false)
+    }
+
+    /// A fresh server of `binary` with `extra` arguments.
+    pub fn start_binary(binary: &str, extra: &[&str], cluster: bool) -> Server {
+        let dir = temp_dir(binary);
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let mut server = Server {
+                binary: binary.to_owned(),
+                port: free_port(cluster),
+                dir: dir.clone(),
+                extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("could not start {binary}: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new(&self.binary)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn: {e} (is it installed? scripts/test-all installs it)"))?;
+        let url = self.url();
+        let up = eventually(Duration::from_secs(10), || {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true; // exited: give up below
+            }
+            ping(&url)
+        });
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited with {status} on port {}", self.port));
+        }
+        if !up {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("no PONG on port {} within 10 s", self.port));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("client")
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new admin connection (for setup, fault injection and stats).
+    pub fn admin(&self) -> redis::Connection {
+        let con = self
+            .client()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("admin connection");
+        con.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        con
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (an empty data set).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn().expect("restart on the same port");
+    }
+
+    /// `INFO commandstats` as (command, calls) pairs.
+    pub fn command_calls(&self) -> Vec<(String, u64)> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.admin())
+            .expect("INFO commandstats");
+        info.lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("cmdstat_")?;
+                let (name, stats) = rest.split_once(':')?;
+                let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+                Some((name.to_owned(), calls.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Commands clients sent since the last `CONFIG RESETSTAT`: every call
+    /// except the admin's own (`INFO`, `CONFIG`) and the commands scripts
+    /// run inside `EVALSHA` (`HMGET`, `HSET`, `EXISTS`, `PEXPIRE`, `TIME`).
+    pub fn client_commands(&self) -> Vec<(String, u64)> {
+        const NOT_SENT: [&str; 7] = [
+            "info", "config", "hmget", "hset", "exists", "pexpire", "time",
+        ];
+        self.command_calls()
+            .into_iter()
+            .filter(|(name, _)| {
+                let base = name.split('|').next().unwrap_or(name);
+                !NOT_SENT.contains(&base)
+            })
+            .collect()
+    }
+
+    pub fn reset_stats(&self) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut self.admin())
+            .expect("CONFIG RESETSTAT");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ping(url: &str) -> bool {
+    let Ok(client) = redis::Client::open(url) else {
+        return false;
+    };
+    let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = con.set_read_timeout(Some(Duration::from_millis(500)));
+    redis::cmd("PING")
+        .query::<String>(&mut con)
+        .is_ok_and(|p| p == "PONG")
+}
+
+/// Three `redis-server --cluster-enabled yes` nodes joined into one
+/// cluster with `redis-cli --cluster create`, killed on drop.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|i| {
+                let conf = format!("nodes-{i}.conf");
+                Server::start_binary(
+                    "redis-server",
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        &conf,
+                        "--cluster-node-timeout",
+                        "5000",
+                    ],
+                    true,
+                )
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let ok = eventually(Duration::from_secs(20), || {
+            nodes.iter().all(|n| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut n.admin())
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            })
+        });
+        assert!(ok, "the cluster never reached cluster_state:ok");
+        Cluster { nodes }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Server::url).collect()
+    }
+}
+
+/// Breaker events as text (call records left out), shared with a listener.
+#[derive(Clone, Default)]
+pub struct Events(Arc<Mutex<Vec<String>>>);
+
+impl Events {
+    pub fn listener(&self) -> impl Fn(&Event<'_>) + Send + Sync + 'static {
+        let log = self.0.clone();
+        move |e: &Event<'_>| {
+            if !matches!(e, Event::CallRecorded { .. } | Event::CallRejected { .. }) {
+                log.lock().unwrap().push(e.to_string());
+            }
+        }
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn count(&self, needle: &str) -> usize {
+        self.all().iter().filter(|e| e.contains(needle)).count()
+    }
+}
