@@ -76,9 +76,8 @@
 //!
 //! # Minimum supported Rust version
 //!
-//! Rust 1.85, as the core. actix-web 4.13 and later need a newer Rust;
-//! Cargo's Rust-version-aware resolver (the default from edition 2024)
-//! picks a 4.x release that fits. Raising it is a minor-version change.
+//! Rust 1.89, what current actix-web 4 releases need (the core itself needs
+//! only 1.85). Raising it is a minor-version change.
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
