@@ -46,6 +46,7 @@
 //! | `tokio`   | `pipeline::TokioSleeper`: pipeline waits on tokio's timer; `storage::Coordinator::asynchronous`, a coordinator lane on a tokio task |
 //! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware |
 //! | `backon`  | `pipeline::backon`: retry helpers for the `backon` crate  |
+//! | `http`    | `http`: one breaker per host for HTTP clients (implies `tower`) |
 //! | `testing` | `storage::contract`, the public test suite for storage implementations, and `storage::testing::FlakyStorage` |
 //! | `full`    | every feature above                                       |
 //!
@@ -65,6 +66,9 @@ mod clock;
 mod config;
 mod error;
 mod event;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 #[cfg(feature = "tracing")]
 mod logging;
 mod machine;

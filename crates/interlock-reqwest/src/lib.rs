@@ -1,0 +1,350 @@
+//! One circuit breaker per host for [`reqwest`], as a
+//! [`reqwest_middleware`] middleware.
+//!
+//! [`CircuitBreakerMiddleware`] keys a breaker on each request's host and
+//! port (or on the name a resolver gives it), creates it on first use and
+//! records every exchange: 429, 500, 502, 503, 504 and transport errors are
+//! failures, other statuses successes, and a request reqwest refuses to
+//! build (an unsupported scheme, an invalid header) is the caller's bug and
+//! counts as a success ([`default_classifier`]). An open breaker answers
+//! **before the request is sent** with a
+//! [`reqwest_middleware::Error::Middleware`] holding a [`CircuitOpenError`]
+//! (see [`rejection`]).
+//!
+//! The call ends when the response headers arrive: the breaker measures
+//! the time to the headers, and the body is read afterwards, outside the
+//! call. Dropping a request future in flight cancels the call and hands a
+//! HALF_OPEN probe slot back.
+//!
+//! ```no_run
+//! use interlock::State;
+//! use interlock_reqwest::CircuitBreakerMiddleware;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let breakers = CircuitBreakerMiddleware::builder()
+//!     .initial_state(State::MetricsOnly) // shadow mode first: count, never reject
+//!     .build()?;
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(breakers.clone())
+//!     .build();
+//!
+//! match client.get("http://inventory.internal/items").send().await {
+//!     Ok(response) => println!("{}", response.text().await?),
+//!     Err(err) => match interlock_reqwest::rejection(&err) {
+//!         Some(open) => eprintln!("{} is open; retry in {:?}", open.breaker_name(), open.retry_after()),
+//!         None => return Err(err.into()),
+//!     },
+//! }
+//! // what the rollout saw, host by host
+//! for (host, breaker) in breakers.registry().items() {
+//!     println!("{host}: {:?}", breaker.snapshot());
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The options are the core's (see [`interlock::http`]): `config`, `clock`,
+//! `listener` and `initial_state` build the middleware's own registry,
+//! which it closes when [`close`](CircuitBreakerMiddleware::close)d or when
+//! its last clone is dropped; `registry` shares the caller's instead (left
+//! open, and exclusive with those four options). `name_resolver` and
+//! `classifier` work with both.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.85. Raising it is a minor-version change.
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::Extensions;
+use interlock::http::{
+    BuildError, HostAndPort, HostRegistry, HostRegistryBuilder, HttpStatusClassifier, NameError,
+    NameResolver,
+};
+use interlock::{Clock, Config, EventListener, Registry, State, Verdict};
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+
+pub use interlock::CircuitOpenError;
+
+/// The rejection inside a client error, if the error is one.
+///
+/// ```
+/// use interlock::CircuitBreaker;
+///
+/// let breaker = CircuitBreaker::new("api.example.com:443");
+/// breaker.force_open();
+/// let open = breaker.acquire().unwrap_err();
+/// let err = reqwest_middleware::Error::middleware(open);
+/// assert_eq!(interlock_reqwest::rejection(&err).unwrap().breaker_name(), "api.example.com:443");
+/// ```
+#[must_use]
+pub fn rejection(error: &reqwest_middleware::Error) -> Option<&CircuitOpenError> {
+    match error {
+        reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<CircuitOpenError>(),
+        _ => None,
+    }
+}
+
+/// The name error inside a client error, if the request was refused for
+/// having no host or a blank resolved name.
+#[must_use]
+pub fn name_error(error: &reqwest_middleware::Error) -> Option<&NameError> {
+    match error {
+        reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<NameError>(),
+        _ => None,
+    }
+}
+
+/// The default policy: [`HttpStatusClassifier::new`], plus reqwest's
+/// builder errors (a request that could not be built or has an
+/// unsupported scheme) excluded as the caller's bugs.
+///
+/// ```
+/// use interlock::Verdict;
+///
+/// let classifier = interlock_reqwest::default_classifier();
+/// assert_eq!(classifier.classify_status(503), Verdict::Failure);
+/// assert_eq!(classifier.classify_status(404), Verdict::Success);
+/// ```
+#[must_use]
+pub fn default_classifier() -> HttpStatusClassifier {
+    HttpStatusClassifier::new().exclude_if("reqwest::Error::is_builder", |e| {
+        e.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_builder)
+    })
+}
+
+/// The default resolver: the URL's host and port, as `host:port`.
+struct UrlHostAndPort;
+
+impl NameResolver<Request> for UrlHostAndPort {
+    fn resolve(&self, request: &Request) -> Option<String> {
+        let url = request.url();
+        let host = url.host_str().filter(|h| !h.is_empty())?;
+        Some(HostAndPort::join(host, url.port_or_known_default()))
+    }
+}
+
+struct Shared {
+    registry: HostRegistry,
+    resolver: Box<dyn NameResolver<Request>>,
+    classifier: HttpStatusClassifier,
+}
+
+/// A [`reqwest_middleware::Middleware`] with one circuit breaker per host;
+/// see the [crate docs](crate).
+///
+/// Cloning is cheap and shares the breakers.
+#[derive(Clone)]
+pub struct CircuitBreakerMiddleware {
+    shared: Arc<Shared>,
+}
+
+impl CircuitBreakerMiddleware {
+    /// A middleware with its own registry of default breakers, keyed by
+    /// host and port, classified by [`default_classifier`].
+    #[must_use]
+    pub fn new() -> Self {
+        CircuitBreakerMiddleware::from_parts(
+            HostRegistry::new(),
+            UrlHostAndPort,
+            default_classifier(),
+        )
+    }
+
+    /// A builder for a middleware.
+    pub fn builder() -> CircuitBreakerMiddlewareBuilder {
+        CircuitBreakerMiddlewareBuilder {
+            registry: HostRegistry::builder(),
+            resolver: Box::new(UrlHostAndPort),
+            classifier: default_classifier(),
+        }
+    }
+
+    fn from_parts(
+        registry: HostRegistry,
+        resolver: impl NameResolver<Request>,
+        classifier: HttpStatusClassifier,
+    ) -> Self {
+        CircuitBreakerMiddleware {
+            shared: Arc::new(Shared {
+                registry,
+                resolver: Box::new(resolver),
+                classifier,
+            }),
+        }
+    }
+
+    /// The registry of per-host breakers, for diagnosis
+    /// ([`Registry::get_existing`], [`Registry::names`],
+    /// [`Registry::items`]).
+    #[must_use]
+    pub fn registry(&self) -> &Registry {
+        self.shared.registry.registry()
+    }
+
+    /// Closes every breaker now if the middleware created the registry; a
+    /// shared registry is left open for its owner to close.
+    pub fn close(&self) {
+        self.shared.registry.close();
+    }
+
+    /// The failure policy.
+    #[must_use]
+    pub fn classifier(&self) -> &HttpStatusClassifier {
+        &self.shared.classifier
+    }
+}
+
+impl Default for CircuitBreakerMiddleware {
+    fn default() -> Self {
+        CircuitBreakerMiddleware::new()
+    }
+}
+
+impl fmt::Debug for CircuitBreakerMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerMiddleware")
+            .field("registry", &self.shared.registry)
+            .field("classifier", &self.shared.classifier)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for CircuitBreakerMiddleware {
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let shared = &*self.shared;
+        let name = NameError::check(shared.resolver.resolve(&request), request.url())
+            .map_err(reqwest_middleware::Error::middleware)?;
+        let permit = shared
+            .registry
+            .breaker(&name)
+            .acquire()
+            .map_err(reqwest_middleware::Error::middleware)?;
+        // Dropping this future here cancels the call (the permit goes back).
+        let result = next.run(request, extensions).await;
+        match &result {
+            Ok(response) => {
+                let status = response.status();
+                match shared.classifier.classify_status(status.as_u16()) {
+                    Verdict::Success => permit.success(),
+                    verdict => permit.finish_with(verdict, &status),
+                }
+            }
+            Err(error) => {
+                let verdict = match error {
+                    reqwest_middleware::Error::Reqwest(e) => shared.classifier.classify_error(e),
+                    reqwest_middleware::Error::Middleware(e) => {
+                        shared.classifier.classify_error(&**e)
+                    }
+                };
+                permit.finish_with(verdict, error);
+            }
+        }
+        result
+    }
+}
+
+/// Builds a [`CircuitBreakerMiddleware`]; every check happens in
+/// [`build`](Self::build).
+#[must_use]
+pub struct CircuitBreakerMiddlewareBuilder {
+    registry: HostRegistryBuilder,
+    resolver: Box<dyn NameResolver<Request>>,
+    classifier: HttpStatusClassifier,
+}
+
+impl CircuitBreakerMiddlewareBuilder {
+    /// The config of every breaker (not with a shared registry).
+    pub fn config(mut self, config: Config) -> Self {
+        self.registry = self.registry.config(config);
+        self
+    }
+
+    /// The clock of every breaker (not with a shared registry).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.registry = self.registry.clock(clock);
+        self
+    }
+
+    /// Adds a listener to every breaker (not with a shared registry).
+    pub fn listener(mut self, listener: impl EventListener) -> Self {
+        self.registry = self.registry.listener(listener);
+        self
+    }
+
+    /// The state every lazily created breaker starts in (not with a shared
+    /// registry); [`State::MetricsOnly`] for a safe rollout.
+    pub fn initial_state(mut self, state: State) -> Self {
+        self.registry = self.registry.initial_state(state);
+        self
+    }
+
+    /// Takes breakers from the caller's `registry`, which the middleware
+    /// never closes.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = self.registry.registry(registry);
+        self
+    }
+
+    /// The failure policy (by default [`default_classifier`]).
+    pub fn classifier(mut self, classifier: HttpStatusClassifier) -> Self {
+        self.classifier = classifier;
+        self
+    }
+
+    /// Maps each request to its breaker name (by default `host:port`); a
+    /// blank name refuses the request with a [`NameError`].
+    ///
+    /// ```
+    /// let middleware = interlock_reqwest::CircuitBreakerMiddleware::builder()
+    ///     .name_resolver(|request: &reqwest::Request| {
+    ///         request.url().host_str().unwrap_or_default().trim_end_matches(".consul").to_owned()
+    ///     })
+    ///     .build()?;
+    /// # let _ = middleware;
+    /// # Ok::<(), interlock::http::BuildError>(())
+    /// ```
+    pub fn name_resolver(mut self, resolver: impl NameResolver<Request>) -> Self {
+        self.resolver = Box::new(resolver);
+        self
+    }
+
+    /// Builds the middleware.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::SharedRegistry`] if a shared registry is combined with
+    /// `config`, `clock`, `listener` or `initial_state`;
+    /// [`BuildError::Config`] for an invalid initial state.
+    pub fn build(self) -> Result<CircuitBreakerMiddleware, BuildError> {
+        Ok(CircuitBreakerMiddleware {
+            shared: Arc::new(Shared {
+                registry: self.registry.build()?,
+                resolver: self.resolver,
+                classifier: self.classifier,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for CircuitBreakerMiddlewareBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerMiddlewareBuilder")
+            .field("registry", &self.registry)
+            .field("classifier", &self.classifier)
+            .finish_non_exhaustive()
+    }
+}

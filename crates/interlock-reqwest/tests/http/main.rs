@@ -1,0 +1,285 @@
+//! The middleware in a real `reqwest` client against a real HTTP server on
+//! loopback.
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure fails the test")]
+
+#[path = "../../../interlock/tests/http/server.rs"]
+mod server;
+
+use std::time::Duration;
+
+use interlock::http::{BuildError, HttpStatusClassifier, NameError};
+use interlock::{CircuitOpenError, Config, ManualClock, Registry, SlidingWindow, State};
+use interlock_reqwest::{CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, rejection};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+
+use server::{TestServer, closed_addr};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn tight(clock: &ManualClock) -> CircuitBreakerMiddlewareBuilder {
+    CircuitBreakerMiddleware::builder()
+        .config(
+            Config::builder()
+                .minimum_number_of_calls(2)
+                .sliding_window(SlidingWindow::count(2))
+                .wait_duration_in_open(Duration::from_secs(1))
+                .permitted_calls_in_half_open(1)
+                .build()
+                .unwrap(),
+        )
+        .clock(clock.clone())
+}
+
+fn client(middleware: &CircuitBreakerMiddleware) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::new())
+        .with(middleware.clone())
+        .build()
+}
+
+async fn status(client: &ClientWithMiddleware, url: &str) -> u16 {
+    client.get(url).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn hosts_are_isolated_and_a_rejection_never_reaches_the_server() {
+    let (failing, healthy) = (TestServer::start(), TestServer::start());
+    let middleware = tight(&ManualClock::new()).build().unwrap();
+    let client = client(&middleware);
+    for _ in 0..2 {
+        assert_eq!(status(&client, &failing.url("/status/503")).await, 503);
+    }
+    let breaker = middleware.registry().get_existing(&failing.name()).unwrap();
+    assert_eq!(breaker.state(), State::Open);
+
+    let err = client
+        .get(failing.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    // reqwest-middleware's own error type, holding the rejection
+    assert!(err.is_middleware());
+    let reqwest_middleware::Error::Middleware(inner) = &err else {
+        panic!("{err:?}")
+    };
+    let open = inner.downcast_ref::<CircuitOpenError>().unwrap();
+    assert_eq!(open.breaker_name(), failing.name());
+    assert!(open.retry_after().is_some());
+    assert_eq!(rejection(&err).unwrap().state(), State::Open);
+    assert_eq!(failing.hits(), 2, "the rejected request was never sent");
+
+    assert_eq!(status(&client, &healthy.url("/status/200")).await, 200);
+    assert_eq!(
+        middleware.registry().names(),
+        [failing.name(), healthy.name()]
+    );
+
+    // 127.0.0.1 and localhost are two hosts
+    assert_eq!(status(&client, &failing.localhost_url("/")).await, 200);
+    assert_eq!(failing.hits(), 3);
+}
+
+#[tokio::test]
+async fn statuses_transport_errors_and_caller_bugs_are_classified() {
+    let server = TestServer::start();
+    let middleware = CircuitBreakerMiddleware::builder()
+        .initial_state(State::MetricsOnly)
+        .build()
+        .unwrap();
+    let client = client(&middleware);
+    for code in [200, 204, 404, 418, 501] {
+        assert_eq!(
+            status(&client, &server.url(&format!("/status/{code}"))).await,
+            code
+        );
+    }
+    for code in [429, 500, 502, 503, 504] {
+        status(&client, &server.url(&format!("/status/{code}"))).await;
+    }
+    let breaker = middleware.registry().get(&server.name());
+    let snapshot = breaker.snapshot();
+    assert_eq!((snapshot.total_calls, snapshot.failed_calls), (10, 5));
+
+    // an unsupported scheme: reqwest's builder error, the caller's bug
+    let err = client
+        .get(format!("ftp://{}/", server.addr().ip()))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_builder(), "{err:?}");
+    let ftp = middleware
+        .registry()
+        .get(&format!("{}:21", server.addr().ip()));
+    assert_eq!(ftp.snapshot().total_calls, 1);
+    assert_eq!(ftp.snapshot().failed_calls, 0);
+
+    // nothing listens: a transport error is a failure
+    let closed = closed_addr();
+    let err = client
+        .get(format!("http://{closed}/"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    let refused = middleware.registry().get(&closed.to_string());
+    assert_eq!(refused.snapshot().failed_calls, 1);
+    assert!(refused.last_failure().is_some());
+
+    // the statuses are configurable
+    let middleware = CircuitBreakerMiddleware::builder()
+        .initial_state(State::MetricsOnly)
+        .classifier(HttpStatusClassifier::new().failure_statuses([408]))
+        .build()
+        .unwrap();
+    let client = self::client(&middleware);
+    status(&client, &server.url("/status/408")).await;
+    status(&client, &server.url("/status/503")).await;
+    let snapshot = middleware.registry().get(&server.name()).snapshot();
+    assert_eq!((snapshot.total_calls, snapshot.failed_calls), (2, 1));
+}
+
+#[tokio::test]
+async fn a_custom_resolver_names_the_breakers_and_a_blank_name_is_refused() {
+    let server = TestServer::start();
+    let middleware = tight(&ManualClock::new())
+        .name_resolver(|r: &reqwest::Request| {
+            let mut segments = r.url().path_segments().unwrap();
+            format!("svc-{}", segments.next().unwrap_or_default())
+        })
+        .build()
+        .unwrap();
+    let client = client(&middleware);
+    for _ in 0..2 {
+        status(&client, &server.url("/status/500")).await;
+    }
+    let err = client
+        .get(server.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), "svc-status");
+    assert_eq!(status(&client, &server.url("/delay/0")).await, 200);
+    assert_eq!(middleware.registry().names(), ["svc-status", "svc-delay"]);
+
+    let middleware = CircuitBreakerMiddleware::builder()
+        .name_resolver(|_: &reqwest::Request| String::new())
+        .build()
+        .unwrap();
+    let url = server.url("/x");
+    let err = self::client(&middleware)
+        .get(&url)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        interlock_reqwest::name_error(&err),
+        Some(&NameError::BlankName { url: url.clone() })
+    );
+    assert!(err.to_string().contains(&url), "{err}");
+    assert_eq!(server.hits(), 3);
+}
+
+#[tokio::test]
+async fn a_dropped_in_flight_probe_hands_its_slot_back() {
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    let middleware = tight(&clock).build().unwrap();
+    let client = client(&middleware);
+    for _ in 0..2 {
+        status(&client, &server.url("/status/503")).await;
+    }
+    let breaker = middleware.registry().get(&server.name());
+    clock.advance(Duration::from_secs(1));
+
+    let probe = tokio::spawn(client.get(server.url("/hang")).send());
+    assert!(server.wait_for_hits_async(3, WAIT).await);
+    assert_eq!(breaker.probes().in_flight, 1);
+    let err = client.get(server.url("/")).send().await.unwrap_err();
+    assert_eq!(rejection(&err).unwrap().state(), State::HalfOpen);
+
+    probe.abort();
+    assert!(probe.await.unwrap_err().is_cancelled());
+    assert_eq!(breaker.probes().in_flight, 0);
+    assert_eq!(breaker.probes().completed, 0);
+    assert_eq!(status(&client, &server.url("/")).await, 200);
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+#[tokio::test]
+async fn metrics_only_rollout_counts_but_never_rejects() {
+    let server = TestServer::start();
+    let middleware = tight(&ManualClock::new())
+        .initial_state(State::MetricsOnly)
+        .build()
+        .unwrap();
+    let client = client(&middleware);
+    for _ in 0..10 {
+        assert_eq!(status(&client, &server.url("/status/502")).await, 502);
+    }
+    assert_eq!(server.hits(), 10);
+    let breaker = middleware.registry().get_existing(&server.name()).unwrap();
+    assert_eq!(breaker.state(), State::MetricsOnly);
+    assert_eq!(breaker.snapshot().failed_calls, 2);
+}
+
+#[tokio::test]
+async fn the_call_ends_at_the_headers_and_the_body_streams_outside_it() {
+    let server = TestServer::start();
+    let middleware = CircuitBreakerMiddleware::new();
+    let client = client(&middleware);
+    let mut response = client.get(server.url("/slow-body")).send().await.unwrap();
+    let breaker = middleware.registry().get(&server.name());
+    assert_eq!(breaker.snapshot().total_calls, 1, "recorded at the headers");
+    assert_eq!(response.chunk().await.unwrap().unwrap(), "first chunk");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), response.chunk())
+            .await
+            .is_err()
+    );
+    drop(response);
+    assert_eq!(breaker.snapshot().total_calls, 1);
+}
+
+#[tokio::test]
+async fn an_owned_registry_closes_with_the_last_clone_a_shared_one_stays_open() {
+    let server = TestServer::start();
+    let middleware = CircuitBreakerMiddleware::new();
+    let client = client(&middleware);
+    status(&client, &server.url("/")).await;
+    let breaker = middleware.registry().get(&server.name());
+    drop(middleware);
+    assert!(!breaker.is_shut_down(), "the client still holds a clone");
+    drop(client);
+    assert!(breaker.is_shut_down());
+
+    let shared = Registry::new();
+    let a = CircuitBreakerMiddleware::builder()
+        .registry(shared.clone())
+        .build()
+        .unwrap();
+    let b = CircuitBreakerMiddleware::builder()
+        .registry(shared.clone())
+        .build()
+        .unwrap();
+    status(&client_for(&a), &server.url("/")).await;
+    status(&client_for(&b), &server.url("/")).await;
+    assert_eq!(shared.get(&server.name()).snapshot().total_calls, 2);
+    a.close();
+    drop((a, b));
+    assert!(!shared.get(&server.name()).is_shut_down());
+
+    let err = CircuitBreakerMiddleware::builder()
+        .initial_state(State::MetricsOnly)
+        .registry(shared)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        BuildError::SharedRegistry {
+            option: "initial_state"
+        }
+    );
+}
+
+fn client_for(middleware: &CircuitBreakerMiddleware) -> ClientWithMiddleware {
+    client(middleware)
+}

@@ -1,0 +1,351 @@
+//! One circuit breaker per host for [`ureq`] 3 agents (blocking clients),
+//! as a [`ureq::middleware::Middleware`].
+//!
+//! [`CircuitBreakerMiddleware`] keys a breaker on each request's host and
+//! port (or on the name a resolver gives it), creates it on first use and
+//! records every exchange: 429, 500, 502, 503, 504 and transport errors are
+//! failures, other statuses successes (whether ureq returns them as
+//! responses or, with its default `http_status_as_error`, as
+//! [`ureq::Error::StatusCode`]), and the caller's own bugs (a bad URI, an
+//! invalid request, a bad proxy URL, HTTPS-only violations) count as
+//! successes ([`default_classifier`]). An open breaker answers **before the
+//! request is sent** with [`ureq::Error::Other`] holding a
+//! [`CircuitOpenError`] (see [`rejection`]).
+//!
+//! The call ends when the response headers arrive: the breaker measures
+//! the time to the headers, and the body is read afterwards, outside the
+//! call. A call that unwinds (a panic in a middleware inside this one)
+//! counts as cancelled: nothing is recorded and a HALF_OPEN probe slot is
+//! handed back.
+//!
+//! ```no_run
+//! use interlock::State;
+//! use interlock_ureq::CircuitBreakerMiddleware;
+//!
+//! let breakers = CircuitBreakerMiddleware::builder()
+//!     .initial_state(State::MetricsOnly) // shadow mode first: count, never reject
+//!     .build()?;
+//! let agent = ureq::Agent::config_builder()
+//!     .middleware(breakers.clone())
+//!     .build()
+//!     .new_agent();
+//!
+//! match agent.get("http://inventory.internal/items").call() {
+//!     Ok(mut response) => println!("{}", response.body_mut().read_to_string()?),
+//!     Err(err) => match interlock_ureq::rejection(&err) {
+//!         Some(open) => eprintln!("{} is open; retry in {:?}", open.breaker_name(), open.retry_after()),
+//!         None => return Err(err.into()),
+//!     },
+//! }
+//! for (host, breaker) in breakers.registry().items() {
+//!     println!("{host}: {:?}", breaker.snapshot());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+//! ```
+//!
+//! The options are the core's (see [`interlock::http`]): `config`, `clock`,
+//! `listener` and `initial_state` build the middleware's own registry,
+//! which it closes when [`close`](CircuitBreakerMiddleware::close)d or when
+//! its last clone (the agent's included) is dropped; `registry` shares the
+//! caller's instead (left open, and exclusive with those four options).
+//! `name_resolver` and `classifier` work with both.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.85. Raising it is a minor-version change.
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
+
+use std::fmt;
+use std::sync::Arc;
+
+use interlock::http::{
+    BuildError, HostAndPort, HostRegistry, HostRegistryBuilder, HttpStatusClassifier, NameError,
+    NameResolver,
+};
+use interlock::{Clock, Config, EventListener, Registry, State, Verdict};
+use ureq::http::request::Parts;
+use ureq::http::{Request, Response};
+use ureq::middleware::{Middleware, MiddlewareNext};
+use ureq::{Body, SendBody};
+
+pub use interlock::CircuitOpenError;
+
+/// The rejection inside a ureq error, if the error is one.
+///
+/// ```
+/// use interlock::CircuitBreaker;
+///
+/// let breaker = CircuitBreaker::new("api.example.com:443");
+/// breaker.force_open();
+/// let err = ureq::Error::Other(Box::new(breaker.acquire().unwrap_err()));
+/// assert_eq!(interlock_ureq::rejection(&err).unwrap().breaker_name(), "api.example.com:443");
+/// ```
+#[must_use]
+pub fn rejection(error: &ureq::Error) -> Option<&CircuitOpenError> {
+    match error {
+        ureq::Error::Other(inner) => inner.downcast_ref::<CircuitOpenError>(),
+        _ => None,
+    }
+}
+
+/// The name error inside a ureq error, if the request was refused for
+/// having no host or a blank resolved name.
+#[must_use]
+pub fn name_error(error: &ureq::Error) -> Option<&NameError> {
+    match error {
+        ureq::Error::Other(inner) => inner.downcast_ref::<NameError>(),
+        _ => None,
+    }
+}
+
+/// Whether `error` is the caller's own bug rather than news about the host.
+fn is_caller_bug(error: &ureq::Error) -> bool {
+    matches!(
+        error,
+        ureq::Error::BadUri(_)
+            | ureq::Error::Http(_)
+            | ureq::Error::InvalidProxyUrl
+            | ureq::Error::RequireHttpsOnly(_)
+            | ureq::Error::TlsRequired
+    )
+}
+
+/// The default policy: [`HttpStatusClassifier::new`], plus ureq's
+/// caller-side errors excluded ([`ureq::Error::BadUri`],
+/// [`Http`](ureq::Error::Http), [`InvalidProxyUrl`](ureq::Error::InvalidProxyUrl),
+/// [`RequireHttpsOnly`](ureq::Error::RequireHttpsOnly) and
+/// [`TlsRequired`](ureq::Error::TlsRequired)).
+///
+/// ```
+/// use interlock::Verdict;
+///
+/// let classifier = interlock_ureq::default_classifier();
+/// assert_eq!(classifier.classify_error(&ureq::Error::BadUri("no host".into())), Verdict::Success);
+/// assert_eq!(classifier.classify_error(&ureq::Error::HostNotFound), Verdict::Failure);
+/// ```
+#[must_use]
+pub fn default_classifier() -> HttpStatusClassifier {
+    HttpStatusClassifier::new().exclude_if("ureq caller errors", |e| {
+        e.downcast_ref::<ureq::Error>().is_some_and(is_caller_bug)
+    })
+}
+
+/// The default resolver: the URI's host and port, as `host:port`.
+struct UriHostAndPort;
+
+impl NameResolver<Parts> for UriHostAndPort {
+    fn resolve(&self, request: &Parts) -> Option<String> {
+        HostAndPort::of_uri(&request.uri)
+    }
+}
+
+struct Shared {
+    registry: HostRegistry,
+    resolver: Box<dyn NameResolver<Parts>>,
+    classifier: HttpStatusClassifier,
+}
+
+/// A [`ureq::middleware::Middleware`] with one circuit breaker per host;
+/// see the [crate docs](crate).
+///
+/// Cloning is cheap and shares the breakers.
+#[derive(Clone)]
+pub struct CircuitBreakerMiddleware {
+    shared: Arc<Shared>,
+}
+
+impl CircuitBreakerMiddleware {
+    /// A middleware with its own registry of default breakers, keyed by
+    /// host and port, classified by [`default_classifier`].
+    #[must_use]
+    pub fn new() -> Self {
+        CircuitBreakerMiddleware {
+            shared: Arc::new(Shared {
+                registry: HostRegistry::new(),
+                resolver: Box::new(UriHostAndPort),
+                classifier: default_classifier(),
+            }),
+        }
+    }
+
+    /// A builder for a middleware.
+    pub fn builder() -> CircuitBreakerMiddlewareBuilder {
+        CircuitBreakerMiddlewareBuilder {
+            registry: HostRegistry::builder(),
+            resolver: Box::new(UriHostAndPort),
+            classifier: default_classifier(),
+        }
+    }
+
+    /// The registry of per-host breakers, for diagnosis
+    /// ([`Registry::get_existing`], [`Registry::names`],
+    /// [`Registry::items`]).
+    #[must_use]
+    pub fn registry(&self) -> &Registry {
+        self.shared.registry.registry()
+    }
+
+    /// Closes every breaker now if the middleware created the registry; a
+    /// shared registry is left open for its owner to close.
+    pub fn close(&self) {
+        self.shared.registry.close();
+    }
+
+    /// The failure policy.
+    #[must_use]
+    pub fn classifier(&self) -> &HttpStatusClassifier {
+        &self.shared.classifier
+    }
+}
+
+impl Default for CircuitBreakerMiddleware {
+    fn default() -> Self {
+        CircuitBreakerMiddleware::new()
+    }
+}
+
+impl fmt::Debug for CircuitBreakerMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerMiddleware")
+            .field("registry", &self.shared.registry)
+            .field("classifier", &self.shared.classifier)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Middleware for CircuitBreakerMiddleware {
+    fn handle(
+        &self,
+        request: Request<SendBody<'_>>,
+        next: MiddlewareNext<'_>,
+    ) -> Result<Response<Body>, ureq::Error> {
+        let shared = &*self.shared;
+        let (parts, body) = request.into_parts();
+        let name = NameError::check(shared.resolver.resolve(&parts), &parts.uri)
+            .map_err(|e| ureq::Error::Other(Box::new(e)))?;
+        let permit = shared
+            .registry
+            .breaker(&name)
+            .acquire()
+            .map_err(|open| ureq::Error::Other(Box::new(open)))?;
+        // An unwinding `next` drops the permit: the call is cancelled.
+        let result = next.handle(Request::from_parts(parts, body));
+        match &result {
+            Ok(response) => {
+                let status = response.status();
+                match shared.classifier.classify_status(status.as_u16()) {
+                    Verdict::Success => permit.success(),
+                    verdict => permit.finish_with(verdict, &status),
+                }
+            }
+            Err(error @ ureq::Error::StatusCode(status)) => {
+                match shared.classifier.classify_status(*status) {
+                    Verdict::Success => permit.success(),
+                    verdict => permit.finish_with(verdict, error),
+                }
+            }
+            Err(ureq::Error::Other(inner)) => {
+                permit.finish_with(shared.classifier.classify_error(&**inner), inner);
+            }
+            Err(error) => permit.finish_with(shared.classifier.classify_error(error), error),
+        }
+        result
+    }
+}
+
+/// Builds a [`CircuitBreakerMiddleware`]; every check happens in
+/// [`build`](Self::build).
+#[must_use]
+pub struct CircuitBreakerMiddlewareBuilder {
+    registry: HostRegistryBuilder,
+    resolver: Box<dyn NameResolver<Parts>>,
+    classifier: HttpStatusClassifier,
+}
+
+impl CircuitBreakerMiddlewareBuilder {
+    /// The config of every breaker (not with a shared registry).
+    pub fn config(mut self, config: Config) -> Self {
+        self.registry = self.registry.config(config);
+        self
+    }
+
+    /// The clock of every breaker (not with a shared registry).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.registry = self.registry.clock(clock);
+        self
+    }
+
+    /// Adds a listener to every breaker (not with a shared registry).
+    pub fn listener(mut self, listener: impl EventListener) -> Self {
+        self.registry = self.registry.listener(listener);
+        self
+    }
+
+    /// The state every lazily created breaker starts in (not with a shared
+    /// registry); [`State::MetricsOnly`] for a safe rollout.
+    pub fn initial_state(mut self, state: State) -> Self {
+        self.registry = self.registry.initial_state(state);
+        self
+    }
+
+    /// Takes breakers from the caller's `registry`, which the middleware
+    /// never closes.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = self.registry.registry(registry);
+        self
+    }
+
+    /// The failure policy (by default [`default_classifier`]).
+    pub fn classifier(mut self, classifier: HttpStatusClassifier) -> Self {
+        self.classifier = classifier;
+        self
+    }
+
+    /// Maps each request (its method, URI, headers and extensions) to its
+    /// breaker name (by default `host:port`); a blank name refuses the
+    /// request with a [`NameError`].
+    ///
+    /// ```
+    /// use ureq::http::request::Parts;
+    ///
+    /// let middleware = interlock_ureq::CircuitBreakerMiddleware::builder()
+    ///     .name_resolver(|request: &Parts| {
+    ///         request.uri.host().unwrap_or_default().trim_end_matches(".consul").to_owned()
+    ///     })
+    ///     .build()?;
+    /// # let _ = middleware;
+    /// # Ok::<(), interlock::http::BuildError>(())
+    /// ```
+    pub fn name_resolver(mut self, resolver: impl NameResolver<Parts>) -> Self {
+        self.resolver = Box::new(resolver);
+        self
+    }
+
+    /// Builds the middleware.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::SharedRegistry`] if a shared registry is combined with
+    /// `config`, `clock`, `listener` or `initial_state`;
+    /// [`BuildError::Config`] for an invalid initial state.
+    pub fn build(self) -> Result<CircuitBreakerMiddleware, BuildError> {
+        Ok(CircuitBreakerMiddleware {
+            shared: Arc::new(Shared {
+                registry: self.registry.build()?,
+                resolver: self.resolver,
+                classifier: self.classifier,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for CircuitBreakerMiddlewareBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerMiddlewareBuilder")
+            .field("registry", &self.registry)
+            .field("classifier", &self.classifier)
+            .finish_non_exhaustive()
+    }
+}

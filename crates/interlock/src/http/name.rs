@@ -1,0 +1,186 @@
+//! Breaker names for requests: the default host-and-port key, custom
+//! resolvers and the checks every adapter applies before any I/O.
+
+use std::error::Error;
+use std::fmt;
+
+/// Maps a request to the name of the breaker that guards it.
+///
+/// Implemented by [`HostAndPort`] (the default) and by every closure
+/// `Fn(&R) -> String`. The name is the registry key and the name in every
+/// rejection and listener event, so derive it here rather than renaming
+/// things in a listener.
+pub trait NameResolver<R>: Send + Sync + 'static {
+    /// The breaker name for `request`, or `None` if it has no identity (it
+    /// is then refused with [`NameError::MissingHost`]).
+    fn resolve(&self, request: &R) -> Option<String>;
+}
+
+impl<R, F> NameResolver<R> for F
+where
+    F: Fn(&R) -> String + Send + Sync + 'static,
+{
+    fn resolve(&self, request: &R) -> Option<String> {
+        Some(self(request))
+    }
+}
+
+/// The default resolver: the request URI's host and port, lower-cased, as
+/// `host:port` (the port is the scheme's default when the URI has none).
+///
+/// ```
+/// use interlock::http::{HostAndPort, NameResolver};
+///
+/// let request = http::Request::get("http://API.example.com/v1/users").body(())?;
+/// assert_eq!(HostAndPort.resolve(&request).as_deref(), Some("api.example.com:80"));
+/// let relative = http::Request::get("/v1/users").body(())?;
+/// assert_eq!(HostAndPort.resolve(&relative), None);
+/// # Ok::<(), http::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostAndPort;
+
+impl HostAndPort {
+    /// The name for `uri`, `None` without a host.
+    #[must_use]
+    pub fn of_uri(uri: &http::Uri) -> Option<String> {
+        let host = uri.host().filter(|h| !h.is_empty())?;
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("ws") => Some(80),
+            Some(s) if s.eq_ignore_ascii_case("https") || s.eq_ignore_ascii_case("wss") => {
+                Some(443)
+            }
+            _ => None,
+        });
+        Some(HostAndPort::join(host, port))
+    }
+
+    /// The name for `host` and `port`, for clients whose URL type is not
+    /// [`http::Uri`]: `host:port`, lower-cased, or the host alone without
+    /// a port.
+    #[must_use]
+    pub fn join(host: &str, port: Option<u16>) -> String {
+        let host = host.to_ascii_lowercase();
+        match port {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        }
+    }
+}
+
+impl<B> NameResolver<http::Request<B>> for HostAndPort {
+    fn resolve(&self, request: &http::Request<B>) -> Option<String> {
+        HostAndPort::of_uri(request.uri())
+    }
+}
+
+/// A request that cannot be mapped to a breaker, refused before any I/O.
+///
+/// ```
+/// use interlock::http::NameError;
+///
+/// let err = NameError::check(Some("  ".into()), &"http://10.0.0.7/").unwrap_err();
+/// assert_eq!(err.url(), "http://10.0.0.7/");
+/// assert_eq!(
+///     err.to_string(),
+///     "the name resolver returned a blank circuit breaker name for 'http://10.0.0.7/'"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NameError {
+    /// The URL has no host, so there is no dependency to key a breaker on.
+    MissingHost {
+        /// The request URL.
+        url: String,
+    },
+    /// The name resolver returned an empty or all-whitespace name.
+    BlankName {
+        /// The request URL.
+        url: String,
+    },
+}
+
+impl NameError {
+    /// The URL of the refused request.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        match self {
+            NameError::MissingHost { url } | NameError::BlankName { url } => url,
+        }
+    }
+
+    /// Checks a resolved `name` for the request at `url`.
+    ///
+    /// # Errors
+    ///
+    /// [`NameError::MissingHost`] for `None`, [`NameError::BlankName`] for
+    /// a name that is empty or only whitespace.
+    pub fn check(name: Option<String>, url: &dyn fmt::Display) -> Result<String, NameError> {
+        match name {
+            None => Err(NameError::MissingHost {
+                url: url.to_string(),
+            }),
+            Some(name) if name.trim().is_empty() => Err(NameError::BlankName {
+                url: url.to_string(),
+            }),
+            Some(name) => Ok(name),
+        }
+    }
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameError::MissingHost { url } => {
+                write!(
+                    f,
+                    "request url '{url}' has no host to key a circuit breaker on"
+                )
+            }
+            NameError::BlankName { url } => write!(
+                f,
+                "the name resolver returned a blank circuit breaker name for '{url}'"
+            ),
+        }
+    }
+}
+
+impl Error for NameError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_port_table() {
+        for (uri, name) in [
+            ("http://a.example/x", Some("a.example:80")),
+            ("https://a.example/x", Some("a.example:443")),
+            ("HTTP://A.Example:8080/", Some("a.example:8080")),
+            ("http://127.0.0.1:1/", Some("127.0.0.1:1")),
+            ("http://[::1]:9/", Some("[::1]:9")),
+            ("ftp://files.example/", Some("files.example")),
+            ("/relative", None),
+            ("*", None),
+        ] {
+            let uri: http::Uri = uri.parse().unwrap();
+            assert_eq!(HostAndPort::of_uri(&uri).as_deref(), name, "{uri}");
+        }
+    }
+
+    #[test]
+    fn check_refuses_missing_and_blank_names() {
+        assert_eq!(
+            NameError::check(None, &"/x"),
+            Err(NameError::MissingHost { url: "/x".into() })
+        );
+        for blank in ["", " ", "\t\n"] {
+            assert!(matches!(
+                NameError::check(Some(blank.into()), &"u"),
+                Err(NameError::BlankName { .. })
+            ));
+        }
+        assert_eq!(NameError::check(Some(" a ".into()), &"u").unwrap(), " a ");
+    }
+}
