@@ -93,14 +93,14 @@ pub fn fail(b: &CircuitBreaker<Blocking>) -> Result<(), CallError<std::io::Error
 #[test]
 fn the_fleet_example_runs_against_a_real_server() {
     let server = Server::start();
-    // target/<profile>/deps/redis-<hash> -> target/<profile>/examples/fleet
+    // target/<profile>/deps/redis-<hash> -> target/<profile>/examples/redis_fleet
     let exe = std::env::current_exe().unwrap();
     let binary = exe
         .parent()
         .and_then(|deps| deps.parent())
         .unwrap()
         .join("examples")
-        .join(format!("fleet{}", std::env::consts::EXE_SUFFIX));
+        .join(format!("redis_fleet{}", std::env::consts::EXE_SUFFIX));
     let out = std::process::Command::new(&binary)
         .env("REDIS_URL", server.url())
         .output()

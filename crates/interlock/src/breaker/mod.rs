@@ -203,10 +203,18 @@ impl Inner {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Republishes what lock-free readers see; most recorded calls change
+    /// neither word, so each is stored only when it moved (writers hold the
+    /// lock, so the loads cannot race another store).
     fn publish(&self, core: &Core) {
-        self.open_until
-            .store(core.machine.open_until().as_nanos(), Ordering::Relaxed);
-        self.status.store(pack(core), Ordering::Release);
+        let until = core.machine.open_until().as_nanos();
+        if self.open_until.load(Ordering::Relaxed) != until {
+            self.open_until.store(until, Ordering::Relaxed);
+        }
+        let status = pack(core);
+        if self.status.load(Ordering::Relaxed) != status {
+            self.status.store(status, Ordering::Release);
+        }
     }
 
     /// Runs `op` under the lock, republishes, and reports what changed.

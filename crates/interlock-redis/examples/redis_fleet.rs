@@ -5,7 +5,7 @@
 //! Needs a Redis or Valkey server:
 //!
 //! ```text
-//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p interlock-redis --example fleet
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p interlock-redis --example redis_fleet
 //! ```
 #![allow(clippy::print_stdout)] // a demo prints its story
 
