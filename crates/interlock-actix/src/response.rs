@@ -2,7 +2,6 @@
 
 use std::error::Error;
 use std::fmt;
-use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
@@ -92,7 +91,7 @@ impl CircuitOpen {
     /// ```
     #[must_use]
     pub fn retry_after_secs(&self) -> Option<u64> {
-        self.0.retry_after().map(ceil_secs)
+        self.0.retry_after_secs()
     }
 
     /// The body's `detail` text: `Circuit 'NAME' is open`.
@@ -112,10 +111,6 @@ impl CircuitOpen {
     }
 }
 
-/// Whole seconds, rounded up.
-fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
-}
 
 impl From<CircuitOpenError> for CircuitOpen {
     fn from(open: CircuitOpenError) -> Self {
@@ -276,28 +271,6 @@ impl<E: Into<actix_web::Error>> From<GuardError<E>> for actix_web::Error {
         match err {
             GuardError::Rejected(open) => open.into(),
             GuardError::Inner(e) => e.into(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ceil_secs;
-    use std::time::Duration;
-
-    #[test]
-    fn retry_after_rounds_up_to_whole_seconds() {
-        for (d, secs) in [
-            (Duration::ZERO, 0),
-            (Duration::from_nanos(1), 1),
-            (Duration::from_millis(200), 1),
-            (Duration::from_secs(1), 1),
-            (Duration::from_millis(1_001), 2),
-            (Duration::from_secs(30), 30),
-            (Duration::new(30, 1), 31),
-            (Duration::MAX, u64::MAX),
-        ] {
-            assert_eq!(ceil_secs(d), secs, "{d:?}");
         }
     }
 }

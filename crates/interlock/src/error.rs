@@ -231,7 +231,7 @@ impl CircuitOpenError {
     /// ```
     #[must_use]
     pub fn retry_after_secs(&self) -> Option<u64> {
-        self.retry_after.map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0))
+        self.retry_after.map(ceil_secs)
     }
 
     /// The breaker's most recent failure (R11.3), read when you ask: `None`
@@ -240,6 +240,11 @@ impl CircuitOpenError {
     pub fn last_failure(&self) -> Option<LastFailure> {
         self.identity.last_failure()
     }
+}
+
+/// Whole seconds, rounded up (saturating).
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 impl fmt::Debug for CircuitOpenError {
@@ -350,6 +355,28 @@ impl<E: Error> Error for CallError<E> {
         match self {
             CallError::Rejected(open) => open.source(),
             CallError::Inner(e) => e.source(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_secs;
+    use std::time::Duration;
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        for (d, secs) in [
+            (Duration::ZERO, 0),
+            (Duration::from_nanos(1), 1),
+            (Duration::from_millis(200), 1),
+            (Duration::from_secs(1), 1),
+            (Duration::from_millis(1_001), 2),
+            (Duration::from_secs(30), 30),
+            (Duration::new(30, 1), 31),
+            (Duration::MAX, u64::MAX),
+        ] {
+            assert_eq!(ceil_secs(d), secs, "{d:?}");
         }
     }
 }
