@@ -2,7 +2,7 @@
 //! machine lock under every interleaving of two or three threads.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p interlock --release --lib loom
+//! RUSTFLAGS="--cfg interlock_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p interlock --release --lib loom
 //! ```
 //!
 //! The breakers here use a `ManualClock` moved only before the threads

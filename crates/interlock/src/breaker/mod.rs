@@ -1026,7 +1026,7 @@ impl<M> fmt::Debug for CircuitBreaker<M> {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, interlock_loom))]
 mod loom_tests;
 #[cfg(test)]
 mod tests;
