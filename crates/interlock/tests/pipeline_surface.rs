@@ -26,7 +26,10 @@ fn bulkhead_full() -> PipelineError<Io> {
     assert_eq!(bulkhead.name(), "pool");
     assert_eq!(bulkhead.max_concurrent(), 1);
     let text = format!("{bulkhead:?}");
-    assert!(text.contains("\"pool\"") && text.contains("max_concurrent: 1"), "{text}");
+    assert!(
+        text.contains("\"pool\"") && text.contains("max_concurrent: 1"),
+        "{text}"
+    );
     let text = format!("{:?}", Bulkhead::builder(2).name("b"));
     assert!(text.contains("BulkheadBuilder"), "{text}");
     let pipeline = Pipeline::builder().bulkhead(bulkhead).build();
@@ -71,7 +74,10 @@ fn every_pipeline_error_variant_answers_for_itself() {
 
     let full = bulkhead_full();
     assert!(full.is_bulkhead_full(), "{full:?}");
-    assert_eq!(full.to_string(), "bulkhead 'pool' is full (1 calls in flight)");
+    assert_eq!(
+        full.to_string(),
+        "bulkhead 'pool' is full (1 calls in flight)"
+    );
     assert!(full.source().is_none());
     assert!(full.as_error().is::<BulkheadFullError>());
     let PipelineError::BulkheadFull(f) = &full else {
@@ -117,13 +123,20 @@ fn backoffs_grow_cap_and_jitter_reproducibly() {
     assert_ne!(jittered(9), jittered(10));
     for (n, d) in jittered(9).into_iter().enumerate() {
         let full = Duration::from_secs(1 << n);
-        assert!(d >= full / 2 && d <= full, "{d:?} outside [{:?}, {full:?}]", full / 2);
+        assert!(
+            d >= full / 2 && d <= full,
+            "{d:?} outside [{:?}, {full:?}]",
+            full / 2
+        );
     }
     let constant: Vec<Duration> = Jitter::new(Constant::new(Duration::from_secs(2)), 1)
         .take(3)
         .collect();
     assert!(constant.iter().all(|d| *d >= Duration::from_secs(1)));
-    let constant: Vec<Duration> = Constant::new(Duration::from_secs(2)).jitter(1).take(3).collect();
+    let constant: Vec<Duration> = Constant::new(Duration::from_secs(2))
+        .jitter(1)
+        .take(3)
+        .collect();
     assert_eq!(constant.len(), 3);
 }
 

@@ -1,5 +1,6 @@
 //! Model-based test: generated sequences of calls, held and dropped permits,
-//! clock advances and operator actions, run against a real
+//! clock advances and operator actions, over configs drawn across every
+//! trip and half-open policy, run against a real
 //! [`CircuitBreaker`] and against the independent model in `reference.rs`,
 //! compared after every step.
 //!
@@ -157,7 +158,8 @@ fn took(slow: Duration) -> BoxedStrategy<Duration> {
     .boxed()
 }
 
-/// Clock advances, steered onto the OPEN deadline and second boundaries.
+/// Clock advances, steered onto the OPEN deadline, second boundaries and
+/// the edges of the count-based policies' periods.
 fn advance(model: &Model) -> BoxedStrategy<Duration> {
     let to_next_second = 1_000_000_000 - model.now % 1_000_000_000;
     let mut choices: Vec<(u32, BoxedStrategy<Duration>)> = vec![
@@ -473,11 +475,12 @@ impl StateMachineTest for BreakerTest {
     }
 }
 
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES)
+    env_u32("PROPTEST_CASES").unwrap_or(DEFAULT_CASES)
 }
 
 #[test]
@@ -485,7 +488,9 @@ fn breaker_matches_the_reference_model() {
     let config = ProptestConfig {
         cases: cases(),
         failure_persistence: None,
-        max_shrink_iters: 10_000,
+        // `PROPTEST_MAX_SHRINK_ITERS=0` (scripts/mutants) reports a failure
+        // at once instead of shrinking it.
+        max_shrink_iters: env_u32("PROPTEST_MAX_SHRINK_ITERS").unwrap_or(10_000),
         ..ProptestConfig::default()
     };
     let strategy = BreakerModel::sequential_strategy(1..=MAX_STEPS);
@@ -706,6 +711,80 @@ fn regression_concurrency_cap_frees_one_slot_per_settle() {
         settle(0, Verdict::Failure),
         settle(0, Verdict::Success),
         Op::Acquire,
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_failures_within_counts_a_failure_exactly_one_period_old() {
+    // Both ends of the period are inclusive: a failure 1 s old still
+    // counts for a 1 s period, one a nanosecond older does not; successes
+    // in between change nothing.
+    let params = Params {
+        trip: TripKind::Within(2, Duration::from_secs(1)),
+        ..base()
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        call(Verdict::Success),
+        Op::Advance(Duration::from_nanos(1_000_000_001)),
+        call(Verdict::Failure), // the first is too old now
+        secs(1),
+        call(Verdict::Success),
+        call(Verdict::Failure), // exactly 1 s after the second: trips
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_consecutive_failures_are_reset_by_a_slow_success() {
+    // A slow success is not a failure: it ends the run. The slow-call rule
+    // still applies on its own (R7.3).
+    let params = Params {
+        trip: TripKind::Consecutive(2),
+        minimum_calls: 2,
+        window: WindowKind::Count(3),
+        ..base()
+    };
+    let slow_success = Op::Call {
+        verdict: Verdict::Success,
+        took: Duration::from_secs(1),
+        error: None,
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        slow_success,
+        call(Verdict::Failure),
+        call(Verdict::Inconclusive), // counts as a failure when CLOSED (R9.2)
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_a_held_up_consecutive_successes_round_restarts_after_one_wait() {
+    // Every slot taken and no verdict: refused until a whole base wait
+    // after the round began, then a fresh round in a new generation (no
+    // event); the lost probes' outcomes are stale.
+    let params = Params {
+        half_open: HalfOpenKind::Successes(2),
+        permitted: 2,
+        max_concurrent: 2,
+        wait_secs: 2,
+        ..base()
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        secs(2),
+        Op::Acquire,
+        Op::Acquire,
+        call(Verdict::Success), // refused: both slots held
+        Op::Advance(Duration::from_nanos(1_999_999_999)),
+        call(Verdict::Success), // still refused
+        Op::Advance(Duration::from_nanos(1)),
+        call(Verdict::Success), // a fresh round: probe 1 of 2
+        settle(0, Verdict::Failure),
+        Op::Drop { slot: 0 },
+        call(Verdict::Success), // second good probe: CLOSED
     ];
     replay(params, &ops);
 }

@@ -2,8 +2,8 @@
 //! as plainly as possible and sharing no code with the engine.
 //!
 //! It keeps every recorded outcome in a `Vec` and filters it when asked for
-//! a snapshot, counts probes in plain integers, and lists the events it
-//! expects. Only vocabulary types (`State`, `Outcome`, `Verdict`, `Snapshot`,
+//! a snapshot, a run of failures or the failures within a period, counts
+//! probes in plain integers, and lists the events it expects. Only vocabulary types (`State`, `Outcome`, `Verdict`, `Snapshot`,
 //! `ProbeCounters`) come from the crate.
 
 use std::time::Duration;
