@@ -157,7 +157,6 @@ impl CircuitOpen {
     }
 }
 
-
 impl From<CircuitOpenError> for CircuitOpen {
     fn from(open: CircuitOpenError) -> Self {
         CircuitOpen(open)

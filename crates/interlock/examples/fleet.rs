@@ -27,7 +27,12 @@ struct Instance {
 
 impl Instance {
     fn report(&self) {
-        for event in self.events.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for event in self
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             println!("  [{}] {event}", self.name);
         }
     }
@@ -44,7 +49,11 @@ fn traffic(fleet: &[Instance], calls: u32, healthy: bool) -> (u32, u32) {
                 for _ in 0..calls {
                     let result = instance.breaker.call(|| {
                         reached.fetch_add(1, Ordering::SeqCst);
-                        if healthy { Ok(()) } else { Err(std::io::Error::other("503")) }
+                        if healthy {
+                            Ok(())
+                        } else {
+                            Err(std::io::Error::other("503"))
+                        }
                     });
                     if result.is_err_and(|e| e.is_rejected()) {
                         rejected.fetch_add(1, Ordering::SeqCst);
@@ -77,11 +86,18 @@ fn main() -> Result<(), ConfigError> {
             .coordinator(&lane)
             .listener(move |e: &Event<'_>| {
                 if let Event::StateChanged { .. } = e {
-                    sink.lock().unwrap_or_else(|e| e.into_inner()).push(e.to_string());
+                    sink.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(e.to_string());
                 }
             })
             .build()?;
-        fleet.push(Instance { name, lane, breaker, events });
+        fleet.push(Instance {
+            name,
+            lane,
+            breaker,
+            events,
+        });
     }
     let poll_all = |fleet: &[Instance]| {
         for i in fleet {
@@ -93,7 +109,12 @@ fn main() -> Result<(), ConfigError> {
     println!("step 1 - the dependency fails for api-1, which trips on its own window");
     let (reached, _) = traffic(&fleet[..1], 4, false);
     fleet[0].lane.run_writes();
-    println!("  api-1 sent {reached} calls; shared state now {}", storage.peek("inventory").map_or("absent".into(), |s| s.to_string()));
+    println!(
+        "  api-1 sent {reached} calls; shared state now {}",
+        storage
+            .peek("inventory")
+            .map_or("absent".into(), |s| s.to_string())
+    );
     fleet[0].report();
 
     println!();
@@ -122,7 +143,12 @@ fn main() -> Result<(), ConfigError> {
     for i in &fleet {
         i.report();
     }
-    println!("  shared state now {}", storage.peek("inventory").map_or("absent".into(), |s| s.to_string()));
+    println!(
+        "  shared state now {}",
+        storage
+            .peek("inventory")
+            .map_or("absent".into(), |s| s.to_string())
+    );
     for i in &fleet {
         println!("  {}: {}", i.name, i.breaker.state());
         i.breaker.close();

@@ -167,7 +167,11 @@ impl<'a> Event<'a> {
     /// A [`CallRecorded`](Event::CallRecorded) event.
     #[must_use]
     pub fn call_recorded(breaker: &'a str, outcome: Outcome, duration: Duration) -> Self {
-        Event::CallRecorded { breaker, outcome, duration }
+        Event::CallRecorded {
+            breaker,
+            outcome,
+            duration,
+        }
     }
 
     /// A [`CallRejected`](Event::CallRejected) event.
@@ -203,7 +207,11 @@ impl<'a> Event<'a> {
     /// A [`RetryScheduled`](Event::RetryScheduled) event.
     #[must_use]
     pub fn retry_scheduled(name: &'a str, attempt: u32, delay: Duration) -> Self {
-        Event::RetryScheduled { name, attempt, delay }
+        Event::RetryScheduled {
+            name,
+            attempt,
+            delay,
+        }
     }
 
     /// A [`BulkheadRejected`](Event::BulkheadRejected) event.

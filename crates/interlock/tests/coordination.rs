@@ -699,7 +699,12 @@ impl Storage for Panicking {
         self.check();
         Storage::read(&self.inner, name)
     }
-    fn trip_open(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
+    fn trip_open(
+        &self,
+        n: &str,
+        ttl: Duration,
+        v: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
         self.check();
         Storage::trip_open(&self.inner, n, ttl, v)
     }
@@ -717,7 +722,12 @@ impl Storage for Panicking {
         self.check();
         Storage::lease_probe(&self.inner, n, ttl)
     }
-    fn record_probe(&self, n: &str, o: Outcome, ttl: Duration) -> Result<SharedState, StorageError> {
+    fn record_probe(
+        &self,
+        n: &str,
+        o: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
         self.check();
         Storage::record_probe(&self.inner, n, o, ttl)
     }
@@ -732,7 +742,13 @@ fn a_panicking_storage_degrades_like_a_failing_one_and_never_reaches_the_call() 
     let clock = ManualClock::new();
     let inner = MemoryStorage::builder().clock(clock.clone()).build();
     let healthy = Arc::new(AtomicBool::new(true));
-    let fleet = Fleet { clock, storage: Panicking { inner: inner.clone(), healthy: healthy.clone() } };
+    let fleet = Fleet {
+        clock,
+        storage: Panicking {
+            inner: inner.clone(),
+            healthy: healthy.clone(),
+        },
+    };
     let (a, b) = (fleet.instance(config()), fleet.instance(config()));
     trip(&b);
     fleet.clock.advance(WAIT);
@@ -746,7 +762,10 @@ fn a_panicking_storage_degrades_like_a_failing_one_and_never_reaches_the_call() 
     ok(&a.breaker).unwrap();
     assert_eq!(
         take(&a.log),
-        ["payments: storage degraded: the storage panicked", "payments: state half_open -> closed"]
+        [
+            "payments: storage degraded: the storage panicked",
+            "payments: state half_open -> closed"
+        ]
     );
     // The lane survives its storage panicking, and close() still returns.
     fleet.clock.advance(Duration::from_secs(60));

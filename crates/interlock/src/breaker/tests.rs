@@ -348,7 +348,11 @@ fn r6_open_rejects_with_retry_after_then_lazily_admits_the_first_probe() {
     assert_eq!(open.to_string(), "circuit 'svc' is open; retry in ~6.000s");
     assert_eq!(open.retry_after_secs(), Some(6));
     clock.advance(secs(0.2));
-    assert_eq!(rejected(ok(&b)).retry_after_secs(), Some(6), "5.8 s rounds up");
+    assert_eq!(
+        rejected(ok(&b)).retry_after_secs(),
+        Some(6),
+        "5.8 s rounds up"
+    );
     assert_eq!(open.last_failure().unwrap().message(), "boom");
     clock.advance(secs(5.8));
     // R6.3: lazy; R6.2: zero once elapsed.
