@@ -206,6 +206,15 @@ fn handles_and_builders_describe_themselves() {
         text.contains("\"svc\"") && text.contains("Disabled"),
         "{text}"
     );
+    assert!(!breaker.is_coordinated());
+    assert!(!breaker.is_shut_down());
+    assert!(breaker.ptr_eq(&breaker.clone()));
+    assert!(!breaker.ptr_eq(&CircuitBreaker::new("svc")));
+    let other = CircuitBreaker::new("gen");
+    other.force_open();
+    other.force_open();
+    let text = format!("{other:?}");
+    assert!(text.contains("generation: 2"), "{text}");
     let permit = breaker.acquire().unwrap();
     assert_eq!(permit.breaker_name(), "svc");
     let text = format!("{permit:?}");
