@@ -207,6 +207,9 @@ pub(crate) struct Lane {
     state: Mutex<LaneState>,
     wake: Condvar,
     background: bool,
+    /// Mirrors `LaneState::running` so the async admission path can check
+    /// it without taking the lane's lock on every call.
+    started: std::sync::atomic::AtomicBool,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
 }
@@ -219,6 +222,7 @@ impl Lane {
             state: Mutex::new(LaneState::default()),
             wake: Condvar::new(),
             background,
+            started: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "tokio")]
             notify: tokio::sync::Notify::new(),
         })
@@ -244,7 +248,7 @@ impl Lane {
     /// running (an async lane outside a tokio runtime starts at the first
     /// async admission instead).
     pub(crate) fn ensure_running(self: &Arc<Self>) {
-        if !self.background {
+        if !self.background || self.started.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
         let mut st = self.state();
@@ -269,6 +273,8 @@ impl Lane {
                 }
             }
         }
+        self.started
+            .store(st.running, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn push(&self, item: Item) {
