@@ -4,6 +4,8 @@
     reason = "setup helpers: a failure fails the test"
 )]
 
+// The raw HTTP/1.1 test client is shared with interlock-axum's tests.
+#[path = "../../interlock-axum/tests/support/mod.rs"]
 mod support;
 
 use std::net::SocketAddr;
