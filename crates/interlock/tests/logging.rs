@@ -123,6 +123,16 @@ mod tracing_capture {
     }
 
     impl<S: tracing::Subscriber> Layer<S> for Capture {
+        // Never let a callsite's interest be cached: tests on other threads
+        // register their own scoped subscribers at the same time, and a
+        // cached "never" from one of those moments would drop a record here.
+        fn register_callsite(
+            &self,
+            _: &'static tracing::Metadata<'static>,
+        ) -> tracing::subscriber::Interest {
+            tracing::subscriber::Interest::sometimes()
+        }
+
         fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
             let mut fields = Fields(BTreeMap::new());
             event.record(&mut fields);

@@ -13,7 +13,7 @@ use crate::event::Event;
 use crate::machine::{Admission, State};
 use crate::policy::HalfOpenPolicy;
 use crate::storage::coordinator::{Backend, Lane, Write, guarded, guarded_async};
-use crate::storage::{SharedState, StorageError};
+use crate::storage::{PollRequest, SharedState, StorageError, StorageSettings};
 use crate::window::rate;
 
 /// What one storage answer means for the breaker.
@@ -151,7 +151,7 @@ impl Inner {
     }
 
     /// A storage operation failed: degrade, once per outage (R17.6).
-    pub(super) fn storage_failed(
+    pub(crate) fn storage_failed(
         &self,
         now: Timestamp,
         error: &(dyn Error + Send + Sync + 'static),
@@ -279,26 +279,52 @@ impl Inner {
         }
     }
 
-    fn settle_answer(&self, answer: Answer<SharedState>, now: Timestamp) {
+    /// Adopts a storage answer, or degrades on its error.
+    pub(crate) fn settle_answer(&self, answer: Answer<SharedState>, now: Timestamp) {
         match answer {
             Ok(view) => self.storage_answered(view),
             Err(error) => self.storage_failed(now, &*error),
         }
     }
 
+    /// The version of the cached shared view, if any.
+    pub(crate) fn shared_version(&self) -> Option<u64> {
+        self.core().shared.as_ref()?.view.map(|v| v.version)
+    }
+
+    /// The breaker's clock reading.
+    pub(crate) fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
     /// What a poll asks (R17.2): begin HALF_OPEN if the cached view is OPEN,
-    /// read otherwise. `None` if the poll is skipped.
-    fn poll_kind(&self, now: Timestamp) -> Option<bool> {
+    /// read otherwise. `None` if the poll is skipped (shut down, or the
+    /// storage gate is closed while degraded).
+    pub(crate) fn poll_request(
+        &self,
+        now: Timestamp,
+        settings: &StorageSettings,
+    ) -> Option<PollRequest<'_>> {
         if self.shut_down.load(Ordering::Acquire) || !self.gate_open(now) {
             return None;
         }
-        let core = self.core();
-        let open = core
+        let open = self
+            .core()
             .shared
             .as_ref()?
             .view
             .is_some_and(|v| v.state == State::Open);
-        Some(open)
+        let name = self.name();
+        Some(if open {
+            PollRequest::BeginHalfOpen {
+                name,
+                wait: self.config.wait_duration_in_open(),
+                permitted: self.config.permitted_calls_in_half_open(),
+                ttl: settings.state_ttl(),
+            }
+        } else {
+            PollRequest::Read { name }
+        })
     }
 
     /// Polls this breaker's shared state on a blocking lane.
@@ -307,24 +333,10 @@ impl Inner {
         let Backend::Blocking(storage) = &lane.backend else {
             return;
         };
-        let Some(open) = self.poll_kind(now) else {
+        let Some(request) = self.poll_request(now, &lane.settings) else {
             return;
         };
-        let (name, ttl) = (self.name(), lane.settings.state_ttl());
-        let answer = guarded(|| {
-            if open {
-                storage.begin_half_open_if_elapsed(
-                    name,
-                    self.config.wait_duration_in_open(),
-                    self.config.permitted_calls_in_half_open(),
-                    ttl,
-                )
-            } else {
-                storage
-                    .read(name)
-                    .map(|v| v.unwrap_or_else(SharedState::closed))
-            }
-        });
+        let answer = guarded(|| storage.poll_one(&request));
         self.settle_answer(answer, now);
     }
 
@@ -334,23 +346,10 @@ impl Inner {
         let Backend::Async(storage) = &lane.backend else {
             return;
         };
-        let Some(open) = self.poll_kind(now) else {
+        let Some(request) = self.poll_request(now, &lane.settings) else {
             return;
         };
-        let (name, ttl) = (self.name(), lane.settings.state_ttl());
-        let answer = if open {
-            guarded_async(storage.begin_half_open_if_elapsed(
-                name,
-                self.config.wait_duration_in_open(),
-                self.config.permitted_calls_in_half_open(),
-                ttl,
-            ))
-            .await
-        } else {
-            guarded_async(storage.read(name))
-                .await
-                .map(|v| v.unwrap_or_else(SharedState::closed))
-        };
+        let answer = guarded_async(storage.poll_one(&request)).await;
         self.settle_answer(answer, now);
     }
 }

@@ -13,14 +13,19 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::breaker::Inner;
+use crate::clock::Timestamp;
 use crate::machine::Outcome;
 use crate::mode::{Async, Blocking};
 
-use super::{AsyncStorage, ProbeLease, SharedState, Storage, StorageError, StorageSettings};
+use super::{
+    AsyncStorage, Notice, NoticeHandler, NoticeSink, PollAnswers, PollRequest, ProbeLease,
+    SharedState, Storage, StorageError, StorageSettings,
+};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -63,22 +68,11 @@ pub(crate) async fn guarded_async<T>(
 
 /// The object-safe face of an [`AsyncStorage`].
 pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
-    fn read<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SharedState>, StorageError>>;
     fn trip_open<'a>(
         &'a self,
         name: &'a str,
         ttl: Duration,
         expected: Option<u64>,
-    ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
-    fn begin_half_open_if_elapsed<'a>(
-        &'a self,
-        name: &'a str,
-        wait: Duration,
-        permitted: u32,
-        ttl: Duration,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
     fn lease_probe<'a>(
         &'a self,
@@ -97,15 +91,18 @@ pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
         ttl: Duration,
         expected: Option<u64>,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
+    fn poll_one<'a>(
+        &'a self,
+        request: &'a PollRequest<'a>,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
+    fn poll_many<'a>(
+        &'a self,
+        requests: &'a [PollRequest<'a>],
+    ) -> BoxFuture<'a, Result<PollAnswers, StorageError>>;
+    fn subscribe(&self, sink: NoticeSink) -> bool;
 }
 
 impl<S: AsyncStorage> DynAsyncStorage for S {
-    fn read<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SharedState>, StorageError>> {
-        Box::pin(AsyncStorage::read(self, name))
-    }
     fn trip_open<'a>(
         &'a self,
         name: &'a str,
@@ -113,17 +110,6 @@ impl<S: AsyncStorage> DynAsyncStorage for S {
         expected: Option<u64>,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
         Box::pin(AsyncStorage::trip_open(self, name, ttl, expected))
-    }
-    fn begin_half_open_if_elapsed<'a>(
-        &'a self,
-        name: &'a str,
-        wait: Duration,
-        permitted: u32,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
-        Box::pin(AsyncStorage::begin_half_open_if_elapsed(
-            self, name, wait, permitted, ttl,
-        ))
     }
     fn lease_probe<'a>(
         &'a self,
@@ -147,6 +133,21 @@ impl<S: AsyncStorage> DynAsyncStorage for S {
         expected: Option<u64>,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
         Box::pin(AsyncStorage::close(self, name, ttl, expected))
+    }
+    fn poll_one<'a>(
+        &'a self,
+        request: &'a PollRequest<'a>,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
+        Box::pin(AsyncStorage::poll_one(self, request))
+    }
+    fn poll_many<'a>(
+        &'a self,
+        requests: &'a [PollRequest<'a>],
+    ) -> BoxFuture<'a, Result<PollAnswers, StorageError>> {
+        Box::pin(AsyncStorage::poll_many(self, requests))
+    }
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        AsyncStorage::subscribe(self, sink)
     }
 }
 
@@ -198,7 +199,23 @@ struct LaneState {
     queue: VecDeque<Item>,
     members: Vec<Weak<Inner>>,
     running: bool,
+    /// Breakers a notice said changed, with the version it announced; each
+    /// at most once (a newer notice replaces the version).
+    refresh: Vec<(Weak<Inner>, u64)>,
+    /// A notice said others may have been lost: poll everything.
+    poll_all: bool,
 }
+
+impl LaneState {
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty() || !self.refresh.is_empty() || self.poll_all
+    }
+}
+
+/// Subscription progress of a lane.
+const UNSUBSCRIBED: u8 = 0;
+const SUBSCRIBING: u8 = 1;
+const SUBSCRIBED: u8 = 2;
 
 /// One lane per coordinator.
 pub(crate) struct Lane {
@@ -209,7 +226,12 @@ pub(crate) struct Lane {
     background: bool,
     /// Mirrors `LaneState::running` so the async admission path can check
     /// it without taking the lane's lock on every call.
-    started: std::sync::atomic::AtomicBool,
+    started: AtomicBool,
+    /// `UNSUBSCRIBED`, `SUBSCRIBING` or `SUBSCRIBED` to change notices.
+    subscription: AtomicU8,
+    /// What the storage's subscription calls; the sink holds it weakly, so
+    /// the subscription ends with the lane.
+    handler: OnceLock<Arc<NoticeHandler>>,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
 }
@@ -222,7 +244,9 @@ impl Lane {
             state: Mutex::new(LaneState::default()),
             wake: Condvar::new(),
             background,
-            started: std::sync::atomic::AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            subscription: AtomicU8::new(UNSUBSCRIBED),
+            handler: OnceLock::new(),
             #[cfg(feature = "tokio")]
             notify: tokio::sync::Notify::new(),
         })
@@ -241,16 +265,103 @@ impl Lane {
         let mut st = self.state();
         st.members.push(breaker);
         drop(st);
+        self.ensure_subscribed();
         self.ensure_running();
+    }
+
+    /// Whether the storage pushes change notices to this lane.
+    pub(crate) fn is_subscribed(&self) -> bool {
+        self.subscription.load(Ordering::Acquire) == SUBSCRIBED
+    }
+
+    /// Subscribes to the storage's change notices, once, if the settings
+    /// ask for it and the storage can push; a storage that cannot right now
+    /// (an async one outside a runtime) is asked again at the next attach
+    /// or lane start.
+    fn ensure_subscribed(self: &Arc<Self>) {
+        if !self.settings.notifications()
+            || self
+                .subscription
+                .compare_exchange(
+                    UNSUBSCRIBED,
+                    SUBSCRIBING,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+        {
+            return;
+        }
+        let handler = self.handler.get_or_init(|| {
+            let lane = Arc::downgrade(self);
+            Arc::new(move |notice: Notice<'_>| {
+                if let Some(lane) = lane.upgrade() {
+                    lane.on_notice(notice);
+                }
+            })
+        });
+        let sink = NoticeSink::new(handler);
+        let subscribed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.backend {
+                Backend::Blocking(storage) => storage.subscribe(sink),
+                Backend::Async(storage) => storage.subscribe(sink),
+            }))
+            .unwrap_or(false);
+        self.subscription.store(
+            if subscribed { SUBSCRIBED } else { UNSUBSCRIBED },
+            Ordering::Release,
+        );
+    }
+
+    /// A notice from the storage: queue a refresh of the breakers it names
+    /// (their lane checks the version and reads only if it moved), or a
+    /// poll of all of them. Never touches a breaker's lock: the storage may
+    /// deliver from inside any of its operations.
+    fn on_notice(&self, notice: Notice<'_>) {
+        let mut st = self.state();
+        match notice {
+            Notice::Changed { name, version } => {
+                let LaneState {
+                    members, refresh, ..
+                } = &mut *st;
+                let mut queued = false;
+                for member in members.iter() {
+                    let Some(breaker) = member.upgrade() else {
+                        continue;
+                    };
+                    if breaker.name() != name {
+                        continue;
+                    }
+                    match refresh.iter_mut().find(|(r, _)| Weak::ptr_eq(r, member)) {
+                        Some(entry) => entry.1 = version,
+                        None => refresh.push((member.clone(), version)),
+                    }
+                    queued = true;
+                }
+                if !queued {
+                    return;
+                }
+            }
+            Notice::Resync => st.poll_all = true,
+        }
+        drop(st);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        self.wake.notify_all();
+        #[cfg(feature = "tokio")]
+        self.notify.notify_one();
     }
 
     /// Starts the background worker, if this lane has one and it is not
     /// running (an async lane outside a tokio runtime starts at the first
     /// async admission instead).
     pub(crate) fn ensure_running(self: &Arc<Self>) {
-        if !self.background || self.started.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.background || self.started.load(Ordering::Acquire) {
             return;
         }
+        self.ensure_subscribed();
         let mut st = self.state();
         if st.running {
             return;
@@ -273,15 +384,12 @@ impl Lane {
                 }
             }
         }
-        self.started
-            .store(st.running, std::sync::atomic::Ordering::Release);
+        self.started.store(st.running, Ordering::Release);
     }
 
     pub(crate) fn push(&self, item: Item) {
         self.state().queue.push_back(item);
-        self.wake.notify_all();
-        #[cfg(feature = "tokio")]
-        self.notify.notify_one();
+        self.wake();
     }
 
     /// Queues a detach marker and waits until the lane has run it (or runs
@@ -323,6 +431,49 @@ impl Lane {
             .retain(|m| !Weak::ptr_eq(m, breaker) && m.strong_count() > 0);
     }
 
+    /// Takes the refreshes notices asked for: `None` to poll everything,
+    /// or the breakers whose cached version differs from the announced one.
+    fn take_refreshes(&self) -> Option<Vec<Arc<Inner>>> {
+        let mut st = self.state();
+        let refresh = std::mem::take(&mut st.refresh);
+        if std::mem::take(&mut st.poll_all) {
+            return None;
+        }
+        drop(st);
+        Some(
+            refresh
+                .into_iter()
+                .filter_map(|(b, version)| {
+                    b.upgrade().filter(|b| b.shared_version() != Some(version))
+                })
+                .collect(),
+        )
+    }
+
+    /// Runs what notices asked for, on a blocking lane.
+    pub(crate) fn run_refreshes_blocking(&self) {
+        match self.take_refreshes() {
+            None => self.poll_blocking(),
+            Some(breakers) => {
+                for breaker in breakers {
+                    breaker.poll_blocking(self);
+                }
+            }
+        }
+    }
+
+    /// Runs what notices asked for, on an async lane.
+    pub(crate) async fn run_refreshes_async(&self) {
+        match self.take_refreshes() {
+            None => self.poll_async().await,
+            Some(breakers) => {
+                for breaker in breakers {
+                    breaker.poll_async(self).await;
+                }
+            }
+        }
+    }
+
     pub(crate) fn run_queue_blocking(&self) {
         while let Some(item) = self.pop() {
             match item {
@@ -355,18 +506,117 @@ impl Lane {
         }
     }
 
+    /// Polls every breaker (R17.2): in one [`Storage::poll_many`] when
+    /// batching is on, else one request per breaker.
     pub(crate) fn poll_blocking(&self) {
-        for breaker in self.members() {
-            breaker.poll_blocking(self);
+        let members = self.members();
+        let Backend::Blocking(storage) = &self.backend else {
+            return;
+        };
+        if !self.settings.batched_polling() {
+            for breaker in members {
+                breaker.poll_blocking(self);
+            }
+            return;
         }
+        let batch = Batch::plan(&members, &self.settings);
+        if batch.requests.is_empty() {
+            return;
+        }
+        let answers = guarded(|| storage.poll_many(&batch.requests));
+        batch.settle(answers);
     }
 
+    /// The async mirror of [`poll_blocking`](Self::poll_blocking).
     pub(crate) async fn poll_async(&self) {
-        for breaker in self.members() {
-            breaker.poll_async(self).await;
+        let members = self.members();
+        let Backend::Async(storage) = &self.backend else {
+            return;
+        };
+        if !self.settings.batched_polling() {
+            for breaker in members {
+                breaker.poll_async(self).await;
+            }
+            return;
+        }
+        let batch = Batch::plan(&members, &self.settings);
+        if batch.requests.is_empty() {
+            return;
+        }
+        let answers = guarded_async(storage.poll_many(&batch.requests)).await;
+        batch.settle(answers);
+    }
+}
+
+/// One batched poll: the breakers asked about, when, and what.
+struct Batch<'a> {
+    asked: Vec<(&'a Inner, Timestamp)>,
+    requests: Vec<PollRequest<'a>>,
+}
+
+impl<'a> Batch<'a> {
+    fn plan(members: &'a [Arc<Inner>], settings: &StorageSettings) -> Self {
+        let mut batch = Batch {
+            asked: Vec::with_capacity(members.len()),
+            requests: Vec::with_capacity(members.len()),
+        };
+        for breaker in members {
+            let now = breaker.now();
+            if let Some(request) = breaker.poll_request(now, settings) {
+                batch.asked.push((breaker, now));
+                batch.requests.push(request);
+            }
+        }
+        batch
+    }
+
+    /// Hands each breaker its answer; a failed batch (or a storage that
+    /// answered the wrong number of requests) degrades every breaker asked.
+    fn settle(self, answers: Result<PollAnswers, StorageError>) {
+        let answers = answers.and_then(|a| {
+            if a.len() == self.asked.len() {
+                Ok(a)
+            } else {
+                Err(Box::new(WrongAnswerCount {
+                    asked: self.asked.len(),
+                    answered: a.len(),
+                }) as StorageError)
+            }
+        });
+        match answers {
+            Ok(answers) => {
+                for ((breaker, now), answer) in self.asked.into_iter().zip(answers) {
+                    breaker.settle_answer(answer, now);
+                }
+            }
+            Err(error) => {
+                for (breaker, now) in self.asked {
+                    breaker.storage_failed(now, &*error);
+                }
+            }
         }
     }
 }
+
+/// A storage's `poll_many` returned a different number of answers than
+/// requests: a broken storage, degraded like a failing one.
+#[derive(Debug)]
+struct WrongAnswerCount {
+    asked: usize,
+    answered: usize,
+}
+
+impl fmt::Display for WrongAnswerCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the storage answered {} of {} poll requests",
+            self.answered, self.asked
+        )
+    }
+}
+
+impl std::error::Error for WrongAnswerCount {}
 
 /// Resolves once an [`Ack`] is set (checked on every wake of the lane's
 /// notifier; the lane sets acks only from its own task).
@@ -401,7 +651,7 @@ fn run_blocking(weak: &Weak<Lane>) {
         {
             let mut st = lane.state();
             loop {
-                if !st.queue.is_empty() {
+                if st.has_work() {
                     break;
                 }
                 let now = real_now();
@@ -416,6 +666,7 @@ fn run_blocking(weak: &Weak<Lane>) {
             }
         }
         lane.run_queue_blocking();
+        lane.run_refreshes_blocking();
         if real_now() >= next_poll {
             lane.poll_blocking();
             next_poll = real_now() + interval;
@@ -432,10 +683,11 @@ async fn run_async(weak: Weak<Lane>) {
     loop {
         let Some(lane) = weak.upgrade() else { return };
         let interval = lane.settings.poll_interval();
-        if lane.state().queue.is_empty() && tokio::time::Instant::now() < next_poll {
+        if !lane.state().has_work() && tokio::time::Instant::now() < next_poll {
             let _ = tokio::time::timeout_at(next_poll, lane.notify.notified()).await;
         }
         lane.run_queue_async().await;
+        lane.run_refreshes_async().await;
         if tokio::time::Instant::now() >= next_poll {
             lane.poll_async().await;
             next_poll = tokio::time::Instant::now() + interval;
@@ -508,6 +760,14 @@ impl<M> Coordinator<M> {
     pub fn breakers(&self) -> usize {
         self.lane.members().len()
     }
+
+    /// Whether the storage pushes change notices to this coordinator
+    /// ([`Storage::subscribe`] accepted): other instances' changes then
+    /// arrive at once rather than at the next poll.
+    #[must_use]
+    pub fn is_subscribed(&self) -> bool {
+        self.lane.is_subscribed()
+    }
 }
 
 impl Coordinator<Blocking> {
@@ -532,9 +792,11 @@ impl Coordinator<Blocking> {
         }
     }
 
-    /// Runs the queued writes now, in order, on this thread.
+    /// Runs the queued writes now, in order, on this thread, then the
+    /// refreshes change notices asked for.
     pub fn run_writes(&self) {
         self.lane.run_queue_blocking();
+        self.lane.run_refreshes_blocking();
     }
 
     /// Polls every breaker's shared view now, on this thread (R17.2).
@@ -574,6 +836,7 @@ impl Coordinator<Async> {
     /// reached the storage; later ones stay queued.
     pub async fn run_writes(&self) {
         self.lane.run_queue_async().await;
+        self.lane.run_refreshes_async().await;
     }
 
     /// Polls every breaker's shared view now (R17.2).

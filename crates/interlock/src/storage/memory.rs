@@ -10,7 +10,10 @@ use std::time::Duration;
 use crate::clock::{Clock, ClockHandle, Timestamp};
 use crate::machine::{Outcome, State};
 
-use super::{AsyncStorage, ProbeLease, SharedState, Storage, StorageError, StorageSettings};
+use super::{
+    AsyncStorage, Notice, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage,
+    StorageError, StorageSettings,
+};
 
 /// How many calls a storage received, per operation.
 ///
@@ -46,6 +49,10 @@ pub struct StorageOps {
     pub records: u64,
     /// Calls to `close`.
     pub closes: u64,
+    /// Calls to `poll_many`: one per batched poll. The reads and begins a
+    /// batch performs are counted in `reads` and `begins` too, and only
+    /// there in [`total`](Self::total).
+    pub batches: u64,
 }
 
 impl StorageOps {
@@ -80,6 +87,7 @@ impl Sub for StorageOps {
             leases: self.leases.saturating_sub(earlier.leases),
             records: self.records.saturating_sub(earlier.records),
             closes: self.closes.saturating_sub(earlier.closes),
+            batches: self.batches.saturating_sub(earlier.batches),
         }
     }
 }
@@ -93,9 +101,10 @@ pub(crate) struct OpCounters {
     leases: AtomicU64,
     records: AtomicU64,
     closes: AtomicU64,
+    batches: AtomicU64,
 }
 
-/// One of the six storage operations, for counting.
+/// One of the six storage operations (or a batch of polls), for counting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
     Read,
@@ -104,6 +113,7 @@ pub(crate) enum Op {
     Lease,
     Record,
     Close,
+    Batch,
 }
 
 impl Op {
@@ -117,6 +127,7 @@ impl Op {
             Op::Lease => "lease_probe",
             Op::Record => "record_probe",
             Op::Close => "close",
+            Op::Batch => "poll_many",
         }
     }
 }
@@ -130,6 +141,7 @@ impl OpCounters {
             Op::Lease => &self.leases,
             Op::Record => &self.records,
             Op::Close => &self.closes,
+            Op::Batch => &self.batches,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -142,6 +154,7 @@ impl OpCounters {
             leases: self.leases.load(Ordering::Relaxed),
             records: self.records.load(Ordering::Relaxed),
             closes: self.closes.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
         }
     }
 }
@@ -202,6 +215,8 @@ struct Inner {
     settings: StorageSettings,
     keys: Mutex<Keys>,
     ops: OpCounters,
+    /// Coordinators subscribed to change notices.
+    sinks: Mutex<Vec<NoticeSink>>,
 }
 
 /// An in-process [`Storage`] and [`AsyncStorage`]: the embedded default for
@@ -426,6 +441,8 @@ impl MemoryStorage {
             ..SharedState::closed()
         };
         keys.write(name, open, now, ttl);
+        drop(keys);
+        self.notify(name, open.version);
         open
     }
 
@@ -456,10 +473,25 @@ impl MemoryStorage {
     ) -> SharedState {
         self.inner.ops.count(Op::Begin);
         let now = self.inner.clock.now();
-        let mut keys = self.keys();
+        let (state, applied) = Self::begin(&mut self.keys(), now, name, wait, permitted, ttl);
+        if applied {
+            self.notify(name, state.version);
+        }
+        state
+    }
+
+    /// R16.3 under the lock: the state after, and whether it was written.
+    fn begin(
+        keys: &mut Keys,
+        now: Timestamp,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> (SharedState, bool) {
         let current = keys.current(name, now);
         if current.state != State::Open || now.saturating_duration_since(current.opened_at) < wait {
-            return current;
+            return (current, false);
         }
         let half_open = SharedState {
             state: State::HalfOpen,
@@ -470,7 +502,7 @@ impl MemoryStorage {
             ..SharedState::closed()
         };
         keys.write(name, half_open, now, ttl);
-        half_open
+        (half_open, true)
     }
 
     /// Leases one probe slot: granted only while HALF_OPEN with slots left,
@@ -504,6 +536,8 @@ impl MemoryStorage {
             ..current
         };
         keys.write(name, leased, now, ttl);
+        drop(keys);
+        self.notify(name, leased.version);
         ProbeLease {
             granted: true,
             state: leased,
@@ -548,6 +582,8 @@ impl MemoryStorage {
             ..current
         };
         keys.write(name, tallied, now, ttl);
+        drop(keys);
+        self.notify(name, tallied.version);
         tallied
     }
 
@@ -578,7 +614,115 @@ impl MemoryStorage {
             ..SharedState::closed()
         };
         keys.write(name, closed, now, ttl);
+        drop(keys);
+        self.notify(name, closed.version);
         closed
+    }
+
+    /// Answers a whole poll under one lock: a read (absent = CLOSED) or a
+    /// begin per request, in order. Counted as one batch plus its reads and
+    /// begins.
+    ///
+    /// ```
+    /// use interlock::storage::{MemoryStorage, PollRequest};
+    /// use interlock::State;
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let ttl = Duration::from_secs(60);
+    /// storage.trip_open("db", ttl, None);
+    /// let views = storage.poll_many(&[
+    ///     PollRequest::Read { name: "db" },
+    ///     PollRequest::Read { name: "cache" },
+    /// ]);
+    /// assert_eq!(views[0].state, State::Open);
+    /// assert_eq!(views[1], interlock::storage::SharedState::closed());
+    /// assert_eq!(storage.operations().batches, 1);
+    /// ```
+    pub fn poll_many(&self, requests: &[PollRequest<'_>]) -> Vec<SharedState> {
+        self.inner.ops.count(Op::Batch);
+        let now = self.inner.clock.now();
+        let mut applied = Vec::new();
+        let mut keys = self.keys();
+        let views = requests
+            .iter()
+            .map(|request| match *request {
+                PollRequest::Read { name } => {
+                    self.inner.ops.count(Op::Read);
+                    keys.current(name, now)
+                }
+                PollRequest::BeginHalfOpen {
+                    name,
+                    wait,
+                    permitted,
+                    ttl,
+                } => {
+                    self.inner.ops.count(Op::Begin);
+                    let (state, written) = Self::begin(&mut keys, now, name, wait, permitted, ttl);
+                    if written {
+                        applied.push((name, state.version));
+                    }
+                    state
+                }
+            })
+            .collect();
+        drop(keys);
+        for (name, version) in applied {
+            self.notify(name, version);
+        }
+        views
+    }
+
+    /// Pushes change notices to `sink` from now on (in-process, so none is
+    /// ever lost): every applied write delivers
+    /// [`Notice::Changed`] to every live subscriber, from the writer's
+    /// thread, after the storage's lock is released. Always `true`.
+    ///
+    /// ```
+    /// use interlock::storage::{MemoryStorage, Notice, NoticeHandler, NoticeSink};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let handler: Arc<NoticeHandler> = Arc::new(move |n: Notice<'_>| {
+    ///     if let Notice::Changed { name, version } = n {
+    ///         log.lock().unwrap().push((name.to_owned(), version));
+    ///     }
+    /// });
+    /// assert!(storage.subscribe(NoticeSink::new(&handler)));
+    /// storage.trip_open("db", Duration::from_secs(60), None);
+    /// storage.trip_open("db", Duration::from_secs(60), None); // already OPEN: no change, no notice
+    /// assert_eq!(*seen.lock().unwrap(), [("db".to_owned(), 1)]);
+    /// ```
+    pub fn subscribe(&self, sink: NoticeSink) -> bool {
+        let mut sinks = self.sinks();
+        sinks.retain(NoticeSink::is_alive);
+        sinks.push(sink);
+        true
+    }
+
+    /// Delivers a change notice to every live subscriber.
+    fn notify(&self, name: &str, version: u64) {
+        let sinks = {
+            let mut sinks = self.sinks();
+            if sinks.is_empty() {
+                return;
+            }
+            sinks.retain(NoticeSink::is_alive);
+            sinks.clone()
+        };
+        for sink in sinks {
+            sink.deliver(Notice::Changed { name, version });
+        }
+    }
+
+    fn sinks(&self) -> std::sync::MutexGuard<'_, Vec<NoticeSink>> {
+        self.inner
+            .sinks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn keys(&self) -> std::sync::MutexGuard<'_, Keys> {
@@ -671,6 +815,7 @@ impl MemoryStorageBuilder {
                     sweep_at: MIN_SWEEP,
                 }),
                 ops: OpCounters::default(),
+                sinks: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -724,6 +869,17 @@ impl Storage for MemoryStorage {
         Ok(MemoryStorage::close(self, name, ttl, expected_version))
     }
 
+    fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        Ok(MemoryStorage::poll_many(self, requests)
+            .into_iter()
+            .map(Ok)
+            .collect())
+    }
+
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        MemoryStorage::subscribe(self, sink)
+    }
+
     fn settings(&self) -> StorageSettings {
         MemoryStorage::settings(self)
     }
@@ -775,6 +931,17 @@ impl AsyncStorage for MemoryStorage {
         expected_version: Option<u64>,
     ) -> Result<SharedState, StorageError> {
         Ok(MemoryStorage::close(self, name, ttl, expected_version))
+    }
+
+    async fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        Ok(MemoryStorage::poll_many(self, requests)
+            .into_iter()
+            .map(Ok)
+            .collect())
+    }
+
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        MemoryStorage::subscribe(self, sink)
     }
 
     fn settings(&self) -> StorageSettings {
@@ -956,6 +1123,7 @@ mod tests {
             leases: 1,
             records: 1,
             closes: 1,
+            batches: 0,
         };
         assert_eq!(s.operations(), one_each);
         let clone = s.clone();

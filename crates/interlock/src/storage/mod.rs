@@ -15,6 +15,8 @@
 pub mod contract;
 pub(crate) mod coordinator;
 mod memory;
+mod notice;
+mod poll;
 mod settings;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -31,6 +33,8 @@ use crate::clock::Timestamp;
 use crate::machine::{Outcome, State};
 
 pub use coordinator::Coordinator;
+pub use notice::{Notice, NoticeHandler, NoticeSink};
+pub use poll::PollRequest;
 pub use settings::{StorageSettings, StorageSettingsBuilder};
 
 /// Any error a storage returns. The breaker treats every error as a sign to
@@ -118,6 +122,11 @@ impl fmt::Display for SharedState {
     }
 }
 
+/// The answers of a batched poll: one per request, in order. An error in one
+/// answer degrades only that breaker; an error for the whole batch degrades
+/// all of them.
+pub type PollAnswers = Vec<Result<SharedState, StorageError>>;
+
 /// The answer to [`Storage::lease_probe`] (R1.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProbeLease {
@@ -203,6 +212,57 @@ pub trait Storage: Send + Sync + 'static {
         expected_version: Option<u64>,
     ) -> Result<SharedState, StorageError>;
 
+    /// Answers one poll request: [`read`](Self::read) (absent = CLOSED) or
+    /// [`begin_half_open_if_elapsed`](Self::begin_half_open_if_elapsed).
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn poll_one(&self, request: &PollRequest<'_>) -> Result<SharedState, StorageError> {
+        match *request {
+            PollRequest::Read { name } => self
+                .read(name)
+                .map(|v| v.unwrap_or_else(SharedState::closed)),
+            PollRequest::BeginHalfOpen {
+                name,
+                wait,
+                permitted,
+                ttl,
+            } => self.begin_half_open_if_elapsed(name, wait, permitted, ttl),
+        }
+    }
+
+    /// Answers a whole poll — every breaker a coordinator serves — with one
+    /// answer per request, in order. The default asks
+    /// [`poll_one`](Self::poll_one) for each; a networked storage should
+    /// override it to answer in one round trip.
+    ///
+    /// # Errors
+    ///
+    /// When the batch as a whole could not be answered.
+    fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        Ok(requests.iter().map(|r| self.poll_one(r)).collect())
+    }
+
+    /// Starts pushing change [`Notice`]s to `sink` and returns `true`, or
+    /// returns `false` if this storage cannot push (the default).
+    ///
+    /// A pushing storage publishes a notice with every applied write,
+    /// atomically with it, and holds one subscription per call to this
+    /// method. It delivers [`Notice::Resync`] whenever notices may have been
+    /// lost (each time a networked subscription is established or
+    /// re-established), retries a dropped subscription with its own
+    /// backoff, and ends it once [`NoticeSink::deliver`] returns `false`.
+    /// Notices are at-most-once: polling reconciles any that are lost.
+    ///
+    /// `deliver` only queues work for the coordinator's lane, so a storage
+    /// may call it from any thread, even from inside one of its own
+    /// operations (after releasing its own locks).
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        let _ = sink;
+        false
+    }
+
     /// The storage's knobs (R16.12); the defaults when not overridden.
     fn settings(&self) -> StorageSettings {
         StorageSettings::default()
@@ -256,6 +316,53 @@ pub trait AsyncStorage: Send + Sync + 'static {
         ttl: Duration,
         expected_version: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::poll_one`].
+    fn poll_one(
+        &self,
+        request: &PollRequest<'_>,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
+        let request = *request;
+        async move {
+            match request {
+                PollRequest::Read { name } => self
+                    .read(name)
+                    .await
+                    .map(|v| v.unwrap_or_else(SharedState::closed)),
+                PollRequest::BeginHalfOpen {
+                    name,
+                    wait,
+                    permitted,
+                    ttl,
+                } => {
+                    self.begin_half_open_if_elapsed(name, wait, permitted, ttl)
+                        .await
+                }
+            }
+        }
+    }
+
+    /// See [`Storage::poll_many`].
+    fn poll_many(
+        &self,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send {
+        async move {
+            let mut answers = Vec::with_capacity(requests.len());
+            for request in requests {
+                answers.push(self.poll_one(request).await);
+            }
+            Ok(answers)
+        }
+    }
+
+    /// See [`Storage::subscribe`]. Called from inside the async runtime the
+    /// coordinator runs on, so a pushing storage can spawn its listener
+    /// there.
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        let _ = sink;
+        false
+    }
 
     /// See [`Storage::settings`].
     fn settings(&self) -> StorageSettings {

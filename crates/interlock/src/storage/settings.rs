@@ -30,6 +30,8 @@ pub struct StorageSettings {
     retry_backoff_max: Option<Duration>,
     retry_jitter: f64,
     write_queue_size: usize,
+    notifications: bool,
+    batched_polling: bool,
 }
 
 impl Default for StorageSettings {
@@ -42,6 +44,8 @@ impl Default for StorageSettings {
             retry_backoff_max: None,
             retry_jitter: 0.0,
             write_queue_size: 128,
+            notifications: true,
+            batched_polling: true,
         }
     }
 }
@@ -88,6 +92,23 @@ impl StorageSettings {
     #[must_use]
     pub fn write_queue_size(&self) -> usize {
         self.write_queue_size
+    }
+
+    /// Whether the coordinator subscribes to the storage's change notices
+    /// (default on): a change made by another instance then reaches this
+    /// one at once instead of at the next poll. Polling stays on either
+    /// way and reconciles any notice that was lost. A storage that cannot
+    /// push ignores it.
+    #[must_use]
+    pub fn notifications(&self) -> bool {
+        self.notifications
+    }
+    /// Whether one poll asks the storage about all of the coordinator's
+    /// breakers at once, [`Storage::poll_many`](super::Storage::poll_many)
+    /// (default on), instead of one request per breaker.
+    #[must_use]
+    pub fn batched_polling(&self) -> bool {
+        self.batched_polling
     }
 
     /// The retry delay after the `k`-th consecutive failure, before jitter
@@ -182,6 +203,19 @@ impl StorageSettingsBuilder {
         self
     }
 
+    /// Subscribe to change notices (default `true`); see
+    /// [`StorageSettings::notifications`].
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.settings.notifications = on;
+        self
+    }
+    /// Poll all breakers in one request (default `true`); see
+    /// [`StorageSettings::batched_polling`].
+    pub fn batched_polling(mut self, on: bool) -> Self {
+        self.settings.batched_polling = on;
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
@@ -249,6 +283,13 @@ mod tests {
         assert_eq!(d.poll_interval(), Duration::from_secs(1));
         assert_eq!(d.retry_backoff(), Duration::from_secs(5));
         assert_eq!(d.write_queue_size(), 128);
+        assert!(d.notifications() && d.batched_polling());
+        let off = StorageSettings::builder()
+            .notifications(false)
+            .batched_polling(false)
+            .build()
+            .unwrap();
+        assert!(!off.notifications() && !off.batched_polling());
         let b = StorageSettings::builder;
         let cases = [
             (b().state_ttl(Duration::from_micros(999)), "state_ttl"),
