@@ -12,7 +12,8 @@ use interlock::storage::contract::{
 };
 use interlock::storage::testing::{FlakyStorage, InjectedFailure, is_injected};
 use interlock::storage::{
-    AsyncStorage, MemoryStorage, ProbeLease, SharedState, Storage, StorageError, StorageOps,
+    AsyncStorage, MemoryStorage, PollAnswers, PollRequest, ProbeLease, SharedState, Storage,
+    StorageError, StorageOps,
 };
 use interlock::{ManualClock, Outcome, State};
 
@@ -66,7 +67,7 @@ fn r16_each_rule_runs_alone_on_a_storage_shared_with_other_runs() {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), RULES.len());
-    assert_eq!(RULES.len(), 21);
+    assert_eq!(RULES.len(), 22);
 }
 
 // --- The suite catches broken storages -------------------------------------
@@ -84,6 +85,10 @@ enum Breakage {
     NeverExpire,
     GrantEveryLease,
     RefreshOnFencedWrite,
+    /// `poll_many` reads where it should begin HALF_OPEN.
+    BatchOnlyReads,
+    /// `poll_many` answers in reverse order.
+    BatchReversed,
 }
 
 #[derive(Debug)]
@@ -156,6 +161,24 @@ impl Storage for Broken {
         };
         Ok(self.inner.close(name, self.ttl(ttl), expected))
     }
+    fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        let mut answers: PollAnswers = match self.how {
+            Breakage::BatchOnlyReads => requests
+                .iter()
+                .map(|r| {
+                    Ok(self
+                        .inner
+                        .read(r.name())
+                        .unwrap_or_else(SharedState::closed))
+                })
+                .collect(),
+            _ => requests.iter().map(|r| self.poll_one(r)).collect(),
+        };
+        if self.how == Breakage::BatchReversed {
+            answers.reverse();
+        }
+        Ok(answers)
+    }
 }
 
 impl Broken {
@@ -212,6 +235,18 @@ fn r16_9_suite_catches_a_fenced_write_refreshing_the_ttl() {
         msg.contains("R16.9 fenced_write_does_not_refresh_ttl"),
         "{msg}"
     );
+}
+
+#[test]
+fn r17_2_suite_catches_a_batch_that_skips_begins_or_scrambles_the_order() {
+    for how in [Breakage::BatchOnlyReads, Breakage::BatchReversed] {
+        let (s, clock) = Broken::new(how);
+        let msg = violation(|| blocking::poll_many_answers_like_single_requests(&s, &clock));
+        assert!(
+            msg.contains("R17.2 poll_many_answers_like_single_requests"),
+            "{how:?}: {msg}"
+        );
+    }
 }
 
 #[test]

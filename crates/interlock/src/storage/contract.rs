@@ -48,7 +48,9 @@ use std::time::Duration;
 use crate::clock::{Clock, ManualClock, MonotonicClock};
 use crate::machine::{Outcome, State};
 
-use super::{AsyncStorage, ProbeLease, SharedState, Storage, StorageError};
+use super::{
+    AsyncStorage, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
+};
 
 /// The longest TTL the suite writes, in [`StorageTime::tick`]s.
 pub const LONG_TTL_TICKS: u32 = 100;
@@ -259,6 +261,10 @@ trait Subject: Sync {
         ttl: Duration,
         expected: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+    fn poll_many(
+        &self,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send;
     /// `n` leases racing each other (threads, or one task's join).
     fn leases_at_once(
         &self,
@@ -319,6 +325,12 @@ impl<S: Storage> Subject for Blocking<'_, S> {
         expected: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
         std::future::ready(self.0.close(name, ttl, expected))
+    }
+    fn poll_many(
+        &self,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send {
+        std::future::ready(self.0.poll_many(requests))
     }
     fn leases_at_once(
         &self,
@@ -397,6 +409,12 @@ impl<S: AsyncStorage> Subject for NonBlocking<'_, S> {
         expected: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
         self.0.close(name, ttl, expected)
+    }
+    fn poll_many(
+        &self,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send {
+        self.0.poll_many(requests)
     }
     fn leases_at_once(
         &self,
@@ -1219,6 +1237,85 @@ mod rules {
         )
         .await;
     }
+
+    pub(super) async fn poll_many_answers_like_single_requests<T: Subject>(
+        s: &T,
+        t: &dyn StorageTime,
+    ) {
+        let cx = Cx::new(s, t, "R17.2 poll_many_answers_like_single_requests").short_ttl();
+        let empty = cx.ok("poll_many", s.poll_many(&[]).await);
+        expect_eq!(cx, empty.len(), 0, "answers to an empty batch");
+
+        let expired = cx.name();
+        cx.trip(&expired, None).await;
+        cx.pass_beyond(SHORT_TTL_TICKS);
+        let absent = cx.name();
+        let closed = cx.name();
+        let closed_v = cx.close(&closed, None).await;
+        let open = cx.name();
+        let open_v = cx.trip(&open, None).await;
+        let due = cx.name();
+        let due_v = cx.trip(&due, None).await;
+        let half = cx.name();
+        let half_v = cx.half_open(&half, 2).await;
+        cx.pass(2);
+
+        let begin = |name, wait| PollRequest::BeginHalfOpen {
+            name,
+            wait,
+            permitted: 3,
+            ttl: cx.ttl,
+        };
+        let requests = [
+            PollRequest::Read { name: &absent },
+            PollRequest::Read { name: &expired },
+            PollRequest::Read { name: &closed },
+            PollRequest::Read { name: &open },
+            begin(open.as_str(), cx.ticks(1000)),
+            begin(due.as_str(), cx.ticks(1)),
+            PollRequest::Read { name: &half },
+            begin(absent.as_str(), Duration::ZERO),
+        ];
+        let answers = cx.ok("poll_many", s.poll_many(&requests).await);
+        expect_eq!(
+            cx,
+            answers.len(),
+            requests.len(),
+            "poll_many must answer every request, in order"
+        );
+        let answers: Vec<SharedState> = answers
+            .into_iter()
+            .map(|a| cx.ok("poll_many (one answer)", a))
+            .collect();
+        let begun = SharedState {
+            state: State::HalfOpen,
+            version: 2,
+            probes_permitted: 3,
+            probes_remaining: 3,
+            ..due_v
+        };
+        let expected = [
+            SharedState::closed(),
+            SharedState::closed(),
+            closed_v,
+            open_v,
+            open_v,
+            begun,
+            half_v,
+            SharedState::closed(),
+        ];
+        for (i, (got, want)) in answers.iter().zip(expected).enumerate() {
+            expect_eq!(cx, *got, want, "answer {i} to {:?}", requests[i]);
+        }
+        let read = cx
+            .present(&due, "after a batched begin whose wait elapsed")
+            .await;
+        expect_eq!(cx, read, begun, "the batched begin must be applied");
+        cx.absent(&absent, "after a batched read and begin of an absent key")
+            .await;
+        cx.absent(&expired, "after a batched read of an expired key")
+            .await;
+    }
 }
 
 macro_rules! suite {
@@ -1394,4 +1491,8 @@ suite! {
     applied_writes_refresh_ttl;
     /// R16.2, R16.9: fenced-out writes do not refresh the TTL.
     fenced_write_does_not_refresh_ttl;
+    /// R17.2 (issue 13): `poll_many` answers each request as `read` (absent
+    /// or expired = CLOSED) or `begin_half_open_if_elapsed` would, in
+    /// order, and applies the begins whose wait elapsed.
+    poll_many_answers_like_single_requests;
 }
