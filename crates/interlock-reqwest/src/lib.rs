@@ -67,6 +67,7 @@ use interlock::http::{
     BuildError, HostAndPort, HostRegistry, HostRegistryBuilder, HttpStatusClassifier, NameError,
     NameResolver,
 };
+use interlock::mode::{AsyncApi, Local, Mode};
 use interlock::{Clock, Config, EventListener, Registry, State, Verdict};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
@@ -132,8 +133,8 @@ impl NameResolver<Request> for UrlHostAndPort {
     }
 }
 
-struct Shared {
-    registry: HostRegistry,
+struct Shared<M> {
+    registry: HostRegistry<M>,
     resolver: Box<dyn NameResolver<Request>>,
     classifier: HttpStatusClassifier,
 }
@@ -142,9 +143,16 @@ struct Shared {
 /// see the [crate docs](crate).
 ///
 /// Cloning is cheap and shares the breakers.
-#[derive(Clone)]
-pub struct CircuitBreakerMiddleware {
-    shared: Arc<Shared>,
+pub struct CircuitBreakerMiddleware<M = Local> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Clone for CircuitBreakerMiddleware<M> {
+    fn clone(&self) -> Self {
+        CircuitBreakerMiddleware {
+            shared: Arc::clone(&self.shared),
+        }
+    }
 }
 
 impl CircuitBreakerMiddleware {
@@ -169,7 +177,7 @@ impl CircuitBreakerMiddleware {
     }
 
     fn from_parts(
-        registry: HostRegistry,
+        registry: HostRegistry<Local>,
         resolver: impl NameResolver<Request>,
         classifier: HttpStatusClassifier,
     ) -> Self {
@@ -181,12 +189,14 @@ impl CircuitBreakerMiddleware {
             }),
         }
     }
+}
 
+impl<M: Mode> CircuitBreakerMiddleware<M> {
     /// The registry of per-host breakers, for diagnosis
     /// ([`Registry::get_existing`], [`Registry::names`],
     /// [`Registry::items`]).
     #[must_use]
-    pub fn registry(&self) -> &Registry {
+    pub fn registry(&self) -> &Registry<M> {
         self.shared.registry.registry()
     }
 
@@ -209,7 +219,7 @@ impl Default for CircuitBreakerMiddleware {
     }
 }
 
-impl fmt::Debug for CircuitBreakerMiddleware {
+impl<M: Mode> fmt::Debug for CircuitBreakerMiddleware<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerMiddleware")
             .field("registry", &self.shared.registry)
@@ -219,7 +229,7 @@ impl fmt::Debug for CircuitBreakerMiddleware {
 }
 
 #[async_trait::async_trait]
-impl Middleware for CircuitBreakerMiddleware {
+impl<M: AsyncApi> Middleware for CircuitBreakerMiddleware<M> {
     async fn handle(
         &self,
         request: Request,
@@ -232,7 +242,8 @@ impl Middleware for CircuitBreakerMiddleware {
         let permit = shared
             .registry
             .breaker(&name)
-            .acquire()
+            .acquire_async()
+            .await
             .map_err(reqwest_middleware::Error::middleware)?;
         // Dropping this future here cancels the call (the permit goes back).
         let result = next.run(request, extensions).await;
@@ -261,13 +272,13 @@ impl Middleware for CircuitBreakerMiddleware {
 /// Builds a [`CircuitBreakerMiddleware`]; every check happens in
 /// [`build`](Self::build).
 #[must_use]
-pub struct CircuitBreakerMiddlewareBuilder {
-    registry: HostRegistryBuilder,
+pub struct CircuitBreakerMiddlewareBuilder<M = Local> {
+    registry: HostRegistryBuilder<M>,
     resolver: Box<dyn NameResolver<Request>>,
     classifier: HttpStatusClassifier,
 }
 
-impl CircuitBreakerMiddlewareBuilder {
+impl<M: Mode> CircuitBreakerMiddlewareBuilder<M> {
     /// The config of every breaker (not with a shared registry).
     pub fn config(mut self, config: Config) -> Self {
         self.registry = self.registry.config(config);
@@ -294,10 +305,16 @@ impl CircuitBreakerMiddlewareBuilder {
     }
 
     /// Takes breakers from the caller's `registry`, which the middleware
-    /// never closes.
-    pub fn registry(mut self, registry: Registry) -> Self {
-        self.registry = self.registry.registry(registry);
-        self
+    /// never closes. Any mode that serves the async API: a registry
+    /// coordinated through an async storage
+    /// ([`Registry<Async>`](interlock::mode::Async), e.g. Redis) shares
+    /// each host's breaker across the fleet.
+    pub fn registry<N: Mode>(self, registry: Registry<N>) -> CircuitBreakerMiddlewareBuilder<N> {
+        CircuitBreakerMiddlewareBuilder {
+            registry: self.registry.registry(registry),
+            resolver: self.resolver,
+            classifier: self.classifier,
+        }
     }
 
     /// The failure policy (by default [`default_classifier`]).
@@ -330,7 +347,7 @@ impl CircuitBreakerMiddlewareBuilder {
     /// [`BuildError::SharedRegistry`] if a shared registry is combined with
     /// `config`, `clock`, `listener` or `initial_state`;
     /// [`BuildError::Config`] for an invalid initial state.
-    pub fn build(self) -> Result<CircuitBreakerMiddleware, BuildError> {
+    pub fn build(self) -> Result<CircuitBreakerMiddleware<M>, BuildError> {
         Ok(CircuitBreakerMiddleware {
             shared: Arc::new(Shared {
                 registry: self.registry.build()?,
@@ -341,7 +358,7 @@ impl CircuitBreakerMiddlewareBuilder {
     }
 }
 
-impl fmt::Debug for CircuitBreakerMiddlewareBuilder {
+impl<M> fmt::Debug for CircuitBreakerMiddlewareBuilder<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerMiddlewareBuilder")
             .field("registry", &self.registry)

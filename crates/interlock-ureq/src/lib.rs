@@ -64,6 +64,7 @@ use interlock::http::{
     BuildError, HostAndPort, HostRegistry, HostRegistryBuilder, HttpStatusClassifier, NameError,
     NameResolver,
 };
+use interlock::mode::{Local, Mode, SyncApi};
 use interlock::{Clock, Config, EventListener, Registry, State, Verdict};
 use ureq::http::request::Parts;
 use ureq::http::{Request, Response};
@@ -141,8 +142,8 @@ impl NameResolver<Parts> for UriHostAndPort {
     }
 }
 
-struct Shared {
-    registry: HostRegistry,
+struct Shared<M> {
+    registry: HostRegistry<M>,
     resolver: Box<dyn NameResolver<Parts>>,
     classifier: HttpStatusClassifier,
 }
@@ -151,9 +152,16 @@ struct Shared {
 /// see the [crate docs](crate).
 ///
 /// Cloning is cheap and shares the breakers.
-#[derive(Clone)]
-pub struct CircuitBreakerMiddleware {
-    shared: Arc<Shared>,
+pub struct CircuitBreakerMiddleware<M = Local> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Clone for CircuitBreakerMiddleware<M> {
+    fn clone(&self) -> Self {
+        CircuitBreakerMiddleware {
+            shared: Arc::clone(&self.shared),
+        }
+    }
 }
 
 impl CircuitBreakerMiddleware {
@@ -178,12 +186,14 @@ impl CircuitBreakerMiddleware {
             classifier: default_classifier(),
         }
     }
+}
 
+impl<M: Mode> CircuitBreakerMiddleware<M> {
     /// The registry of per-host breakers, for diagnosis
     /// ([`Registry::get_existing`], [`Registry::names`],
     /// [`Registry::items`]).
     #[must_use]
-    pub fn registry(&self) -> &Registry {
+    pub fn registry(&self) -> &Registry<M> {
         self.shared.registry.registry()
     }
 
@@ -206,7 +216,7 @@ impl Default for CircuitBreakerMiddleware {
     }
 }
 
-impl fmt::Debug for CircuitBreakerMiddleware {
+impl<M: Mode> fmt::Debug for CircuitBreakerMiddleware<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerMiddleware")
             .field("registry", &self.shared.registry)
@@ -215,7 +225,7 @@ impl fmt::Debug for CircuitBreakerMiddleware {
     }
 }
 
-impl Middleware for CircuitBreakerMiddleware {
+impl<M: SyncApi> Middleware for CircuitBreakerMiddleware<M> {
     fn handle(
         &self,
         request: Request<SendBody<'_>>,
@@ -258,13 +268,13 @@ impl Middleware for CircuitBreakerMiddleware {
 /// Builds a [`CircuitBreakerMiddleware`]; every check happens in
 /// [`build`](Self::build).
 #[must_use]
-pub struct CircuitBreakerMiddlewareBuilder {
-    registry: HostRegistryBuilder,
+pub struct CircuitBreakerMiddlewareBuilder<M = Local> {
+    registry: HostRegistryBuilder<M>,
     resolver: Box<dyn NameResolver<Parts>>,
     classifier: HttpStatusClassifier,
 }
 
-impl CircuitBreakerMiddlewareBuilder {
+impl<M: Mode> CircuitBreakerMiddlewareBuilder<M> {
     /// The config of every breaker (not with a shared registry).
     pub fn config(mut self, config: Config) -> Self {
         self.registry = self.registry.config(config);
@@ -291,10 +301,16 @@ impl CircuitBreakerMiddlewareBuilder {
     }
 
     /// Takes breakers from the caller's `registry`, which the middleware
-    /// never closes.
-    pub fn registry(mut self, registry: Registry) -> Self {
-        self.registry = self.registry.registry(registry);
-        self
+    /// never closes. Any mode that serves the blocking API: a registry
+    /// coordinated through a blocking storage
+    /// ([`Registry<Blocking>`](interlock::mode::Blocking), e.g. Redis)
+    /// shares each host's breaker across the fleet.
+    pub fn registry<N: Mode>(self, registry: Registry<N>) -> CircuitBreakerMiddlewareBuilder<N> {
+        CircuitBreakerMiddlewareBuilder {
+            registry: self.registry.registry(registry),
+            resolver: self.resolver,
+            classifier: self.classifier,
+        }
     }
 
     /// The failure policy (by default [`default_classifier`]).
@@ -330,7 +346,7 @@ impl CircuitBreakerMiddlewareBuilder {
     /// [`BuildError::SharedRegistry`] if a shared registry is combined with
     /// `config`, `clock`, `listener` or `initial_state`;
     /// [`BuildError::Config`] for an invalid initial state.
-    pub fn build(self) -> Result<CircuitBreakerMiddleware, BuildError> {
+    pub fn build(self) -> Result<CircuitBreakerMiddleware<M>, BuildError> {
         Ok(CircuitBreakerMiddleware {
             shared: Arc::new(Shared {
                 registry: self.registry.build()?,
@@ -341,7 +357,7 @@ impl CircuitBreakerMiddlewareBuilder {
     }
 }
 
-impl fmt::Debug for CircuitBreakerMiddlewareBuilder {
+impl<M> fmt::Debug for CircuitBreakerMiddlewareBuilder<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerMiddlewareBuilder")
             .field("registry", &self.registry)

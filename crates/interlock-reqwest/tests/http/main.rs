@@ -30,7 +30,9 @@ fn tight(clock: &ManualClock) -> CircuitBreakerMiddlewareBuilder {
         .clock(clock.clone())
 }
 
-fn client(middleware: &CircuitBreakerMiddleware) -> ClientWithMiddleware {
+fn client<M: interlock::mode::AsyncApi>(
+    middleware: &CircuitBreakerMiddleware<M>,
+) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
         .with(middleware.clone())
         .build()
@@ -282,4 +284,53 @@ async fn an_owned_registry_closes_with_the_last_clone_a_shared_one_stays_open() 
 
 fn client_for(middleware: &CircuitBreakerMiddleware) -> ClientWithMiddleware {
     client(middleware)
+}
+
+#[tokio::test]
+async fn a_coordinated_registry_shares_each_hosts_breaker_across_instances() {
+    use interlock::storage::{Coordinator, MemoryStorage};
+
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    // Two instances of a service: each its own coordinator and middleware,
+    // one storage between them (Redis in production).
+    let instance = || {
+        let lane = Coordinator::manual_async(storage.clone());
+        let registry = Registry::builder()
+            .config(
+                Config::builder()
+                    .minimum_number_of_calls(2)
+                    .sliding_window(SlidingWindow::count(2))
+                    .build()
+                    .unwrap(),
+            )
+            .clock(clock.clone())
+            .coordinator(&lane)
+            .build()
+            .unwrap();
+        let middleware = CircuitBreakerMiddleware::builder()
+            .registry(registry)
+            .build()
+            .unwrap();
+        (lane, middleware)
+    };
+    let ((lane_a, a), (lane_b, b)) = (instance(), instance());
+    let (on_a, on_b) = (client(&a), client(&b));
+    assert_eq!(status(&on_b, &server.url("/status/200")).await, 200);
+    for _ in 0..2 {
+        assert_eq!(status(&on_a, &server.url("/status/503")).await, 503);
+    }
+    lane_a.run_writes().await; // A's trip reaches the storage...
+    lane_b.run_writes().await; // ...and its notice B's breaker for the host
+    let err = on_b
+        .get(server.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), server.name());
+    assert_eq!(server.hits(), 3, "B never sent the rejected request");
+    let on_b_breaker = b.registry().get_existing(&server.name()).unwrap();
+    assert!(on_b_breaker.is_coordinated());
+    assert_eq!(on_b_breaker.state(), State::Open);
 }

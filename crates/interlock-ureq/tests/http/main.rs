@@ -34,7 +34,7 @@ fn tight(clock: &ManualClock) -> CircuitBreakerMiddlewareBuilder {
 }
 
 /// An agent that returns every status as a response.
-fn agent(middleware: &CircuitBreakerMiddleware) -> Agent {
+fn agent<M: interlock::mode::SyncApi>(middleware: &CircuitBreakerMiddleware<M>) -> Agent {
     Agent::config_builder()
         .http_status_as_error(false)
         .middleware(middleware.clone())
@@ -334,4 +334,49 @@ fn an_owned_registry_closes_with_the_last_clone_a_shared_one_stays_open() {
         .build()
         .unwrap_err();
     assert_eq!(err, BuildError::SharedRegistry { option: "clock" });
+}
+
+#[test]
+fn a_coordinated_registry_shares_each_hosts_breaker_across_instances() {
+    use interlock::storage::{Coordinator, MemoryStorage};
+
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    // Two instances of a service: each its own coordinator and middleware,
+    // one storage between them (Redis in production).
+    let instance = || {
+        let lane = Coordinator::manual(storage.clone());
+        let registry = Registry::builder()
+            .config(
+                Config::builder()
+                    .minimum_number_of_calls(2)
+                    .sliding_window(SlidingWindow::count(2))
+                    .build()
+                    .unwrap(),
+            )
+            .clock(clock.clone())
+            .coordinator(&lane)
+            .build()
+            .unwrap();
+        let middleware = CircuitBreakerMiddleware::builder()
+            .registry(registry)
+            .build()
+            .unwrap();
+        (lane, middleware)
+    };
+    let ((lane_a, a), (lane_b, b)) = (instance(), instance());
+    let (on_a, on_b) = (agent(&a), agent(&b));
+    assert_eq!(status(&on_b, &server.url("/status/200")), 200);
+    for _ in 0..2 {
+        assert_eq!(status(&on_a, &server.url("/status/503")), 503);
+    }
+    lane_a.run_writes(); // A's trip reaches the storage...
+    lane_b.run_writes(); // ...and its notice B's breaker for the host
+    let err = on_b.get(server.url("/status/200")).call().unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), server.name());
+    assert_eq!(server.hits(), 3, "B never sent the rejected request");
+    let on_b_breaker = b.registry().get_existing(&server.name()).unwrap();
+    assert!(on_b_breaker.is_coordinated());
+    assert_eq!(on_b_breaker.state(), State::Open);
 }

@@ -1,10 +1,14 @@
 //! [`HostRegistry`]: the per-host breakers of one adapter, owned or shared.
 
+use std::any::Any;
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::{CircuitBreaker, Clock, Config, ConfigError, EventListener, Registry, State};
+use crate::mode::{Local, Mode};
+use crate::{
+    CircuitBreaker, Clock, Config, ConfigError, EventListener, Registry, RegistryBuilder, State,
+};
 
 /// The registry an HTTP adapter takes its per-host breakers from, and who
 /// closes it.
@@ -19,6 +23,13 @@ use crate::{CircuitBreaker, Clock, Config, ConfigError, EventListener, Registry,
 ///   passing any of those as well is a [`BuildError::SharedRegistry`].
 ///
 /// Clones share the registry and the ownership.
+///
+/// The mode `M` is the shared registry's: a registry coordinated through a
+/// storage ([`Registry<Blocking>`](crate::mode::Blocking) or
+/// [`Registry<Async>`](crate::mode::Async), see
+/// [`RegistryBuilder::coordinator`](crate::RegistryBuilder::coordinator))
+/// makes every host's breaker fleet-wide. An owned registry is always
+/// [`Local`].
 ///
 /// ```
 /// use interlock::http::{BuildError, HostRegistry};
@@ -38,13 +49,22 @@ use crate::{CircuitBreaker, Clock, Config, ConfigError, EventListener, Registry,
 /// assert_eq!(err, BuildError::SharedRegistry { option: "initial_state" });
 /// # Ok::<(), BuildError>(())
 /// ```
-#[derive(Clone)]
-pub struct HostRegistry {
-    registry: Registry,
+pub struct HostRegistry<M = Local> {
+    registry: Registry<M>,
     owner: Option<Arc<Owner>>,
 }
 
-/// Closes an owned registry when the last adapter holding it goes away.
+impl<M> Clone for HostRegistry<M> {
+    fn clone(&self) -> Self {
+        HostRegistry {
+            registry: self.registry.clone(),
+            owner: self.owner.clone(),
+        }
+    }
+}
+
+/// Closes an owned (always local) registry when the last adapter holding
+/// it goes away.
 struct Owner(Registry);
 
 impl Drop for Owner {
@@ -70,19 +90,34 @@ impl HostRegistry {
         }
     }
 
-    /// The caller's `registry`, left open when the adapter closes.
-    #[must_use]
-    pub fn shared(registry: Registry) -> Self {
-        HostRegistry {
-            registry,
-            owner: None,
-        }
-    }
-
     fn owned(registry: Registry) -> Self {
         HostRegistry {
             owner: Some(Arc::new(Owner(registry.clone()))),
             registry,
+        }
+    }
+}
+
+impl<M: Mode> HostRegistry<M> {
+    /// The caller's `registry`, left open when the adapter closes.
+    ///
+    /// ```
+    /// use interlock::http::HostRegistry;
+    /// use interlock::storage::{Coordinator, MemoryStorage};
+    /// use interlock::Registry;
+    ///
+    /// // Per-host breakers shared by a fleet through a storage.
+    /// let coordinator = Coordinator::manual(MemoryStorage::new());
+    /// let fleet_wide = Registry::builder().coordinator(&coordinator).build()?;
+    /// let hosts = HostRegistry::shared(fleet_wide);
+    /// assert!(hosts.breaker("api.example.com:443").is_coordinated());
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn shared(registry: Registry<M>) -> Self {
+        HostRegistry {
+            registry,
+            owner: None,
         }
     }
 
@@ -90,7 +125,7 @@ impl HostRegistry {
     /// [`Registry::names`] and [`Registry::items`] show the hosts seen so
     /// far.
     #[must_use]
-    pub fn registry(&self) -> &Registry {
+    pub fn registry(&self) -> &Registry<M> {
         &self.registry
     }
 
@@ -102,7 +137,7 @@ impl HostRegistry {
 
     /// The breaker for `name`, created on first use.
     #[must_use]
-    pub fn breaker(&self, name: &str) -> CircuitBreaker {
+    pub fn breaker(&self, name: &str) -> CircuitBreaker<M> {
         self.registry.get(name)
     }
 
@@ -110,8 +145,8 @@ impl HostRegistry {
     /// local state, see [`CircuitBreaker::close`]); does nothing to a
     /// shared one. Idempotent.
     pub fn close(&self) {
-        if self.is_owned() {
-            self.registry.close_all();
+        if let Some(owner) = &self.owner {
+            owner.0.close_all();
         }
     }
 }
@@ -122,7 +157,7 @@ impl Default for HostRegistry {
     }
 }
 
-impl fmt::Debug for HostRegistry {
+impl<M: Mode> fmt::Debug for HostRegistry<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostRegistry")
             .field("registry", &self.registry)
@@ -133,16 +168,30 @@ impl fmt::Debug for HostRegistry {
 
 /// Builds a [`HostRegistry`]; conflicts are reported by
 /// [`build`](Self::build).
+///
+/// `M` is the mode of a shared registry given with
+/// [`registry`](Self::registry); without one the registry is owned and
+/// [`Local`].
 #[must_use]
-#[derive(Clone)]
-pub struct HostRegistryBuilder {
-    builder: crate::RegistryBuilder,
-    shared: Option<Registry>,
+pub struct HostRegistryBuilder<M = Local> {
+    /// The owned registry's options (unused once a shared one is given).
+    builder: RegistryBuilder,
+    shared: Option<Registry<M>>,
     /// The breaker-construction options set, in order.
     options: Vec<&'static str>,
 }
 
-impl HostRegistryBuilder {
+impl<M> Clone for HostRegistryBuilder<M> {
+    fn clone(&self) -> Self {
+        HostRegistryBuilder {
+            builder: self.builder.clone(),
+            shared: self.shared.clone(),
+            options: self.options.clone(),
+        }
+    }
+}
+
+impl<M: Mode> HostRegistryBuilder<M> {
     /// The config of every breaker.
     pub fn config(mut self, config: Config) -> Self {
         self.builder = self.builder.config(config);
@@ -172,10 +221,15 @@ impl HostRegistryBuilder {
         self
     }
 
-    /// Takes breakers from the caller's `registry` (left open on close).
-    pub fn registry(mut self, registry: Registry) -> Self {
-        self.shared = Some(registry);
-        self
+    /// Takes breakers from the caller's `registry` (left open on close), of
+    /// any mode: a coordinated registry makes the adapter's breakers
+    /// fleet-wide.
+    pub fn registry<N: Mode>(self, registry: Registry<N>) -> HostRegistryBuilder<N> {
+        HostRegistryBuilder {
+            builder: self.builder,
+            shared: Some(registry),
+            options: self.options,
+        }
     }
 
     /// Builds the registry.
@@ -185,20 +239,24 @@ impl HostRegistryBuilder {
     /// [`BuildError::SharedRegistry`] naming the first breaker-construction
     /// option combined with a shared registry; [`BuildError::Config`] if the
     /// initial state is OPEN or HALF_OPEN.
-    pub fn build(self) -> Result<HostRegistry, BuildError> {
-        match self.shared {
-            Some(registry) => match self.options.first() {
+    pub fn build(self) -> Result<HostRegistry<M>, BuildError> {
+        if let Some(registry) = self.shared {
+            return match self.options.first() {
                 Some(&option) => Err(BuildError::SharedRegistry { option }),
                 None => Ok(HostRegistry::shared(registry)),
-            },
-            None => Ok(HostRegistry::owned(
-                self.builder.build().map_err(BuildError::Config)?,
-            )),
+            };
         }
+        let owned = HostRegistry::owned(self.builder.build().map_err(BuildError::Config)?);
+        // Without a shared registry the mode is `Local`: only `registry`
+        // changes it, and it always sets one.
+        (Box::new(owned) as Box<dyn Any>)
+            .downcast::<HostRegistry<M>>()
+            .map(|owned| *owned)
+            .map_err(|_| BuildError::SharedRegistry { option: "registry" })
     }
 }
 
-impl fmt::Debug for HostRegistryBuilder {
+impl<M> fmt::Debug for HostRegistryBuilder<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostRegistryBuilder")
             .field("shared", &self.shared.is_some())

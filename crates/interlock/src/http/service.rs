@@ -11,12 +11,13 @@ use super::{
     BuildError, HostAndPort, HostRegistry, HostRegistryBuilder, HttpStatusClassifier, NameError,
     NameResolver,
 };
+use crate::mode::{Local, Mode, SyncApi};
 use crate::pipeline::BoxError;
 use crate::{Clock, Config, EventListener, Registry, State};
 
 /// What the layer and every service it makes share.
-struct Shared<N> {
-    registry: HostRegistry,
+struct Shared<N, M> {
+    registry: HostRegistry<M>,
     resolver: N,
     classifier: Arc<HttpStatusClassifier>,
 }
@@ -42,11 +43,11 @@ struct Shared<N> {
 /// assert!(layer.registry().is_empty());
 /// # Ok::<(), interlock::http::BuildError>(())
 /// ```
-pub struct KeyedCircuitBreakerLayer<N = HostAndPort> {
-    shared: Arc<Shared<N>>,
+pub struct KeyedCircuitBreakerLayer<N = HostAndPort, M = Local> {
+    shared: Arc<Shared<N, M>>,
 }
 
-impl<N> Clone for KeyedCircuitBreakerLayer<N> {
+impl<N, M> Clone for KeyedCircuitBreakerLayer<N, M> {
     fn clone(&self) -> Self {
         KeyedCircuitBreakerLayer {
             shared: Arc::clone(&self.shared),
@@ -82,11 +83,11 @@ impl Default for KeyedCircuitBreakerLayer {
     }
 }
 
-impl<N> KeyedCircuitBreakerLayer<N> {
+impl<N, M: Mode> KeyedCircuitBreakerLayer<N, M> {
     /// A layer over `registry`, keyed by `resolver`, classified by
     /// `classifier`.
     pub fn from_parts(
-        registry: HostRegistry,
+        registry: HostRegistry<M>,
         resolver: N,
         classifier: HttpStatusClassifier,
     ) -> Self {
@@ -101,7 +102,7 @@ impl<N> KeyedCircuitBreakerLayer<N> {
 
     /// The registry of per-host breakers, for diagnosis.
     #[must_use]
-    pub fn registry(&self) -> &Registry {
+    pub fn registry(&self) -> &Registry<M> {
         self.shared.registry.registry()
     }
 
@@ -112,8 +113,8 @@ impl<N> KeyedCircuitBreakerLayer<N> {
     }
 }
 
-impl<S, N> Layer<S> for KeyedCircuitBreakerLayer<N> {
-    type Service = KeyedCircuitBreaker<S, N>;
+impl<S, N, M> Layer<S> for KeyedCircuitBreakerLayer<N, M> {
+    type Service = KeyedCircuitBreaker<S, N, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedCircuitBreaker {
@@ -123,7 +124,7 @@ impl<S, N> Layer<S> for KeyedCircuitBreakerLayer<N> {
     }
 }
 
-impl<N> fmt::Debug for KeyedCircuitBreakerLayer<N> {
+impl<N, M: Mode> fmt::Debug for KeyedCircuitBreakerLayer<N, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedCircuitBreakerLayer")
             .field("registry", &self.shared.registry)
@@ -135,13 +136,13 @@ impl<N> fmt::Debug for KeyedCircuitBreakerLayer<N> {
 /// Builds a [`KeyedCircuitBreakerLayer`]; every check happens in
 /// [`build`](Self::build).
 #[must_use]
-pub struct KeyedCircuitBreakerLayerBuilder<N = HostAndPort> {
-    registry: HostRegistryBuilder,
+pub struct KeyedCircuitBreakerLayerBuilder<N = HostAndPort, M = Local> {
+    registry: HostRegistryBuilder<M>,
     resolver: N,
     classifier: HttpStatusClassifier,
 }
 
-impl<N> KeyedCircuitBreakerLayerBuilder<N> {
+impl<N, M: Mode> KeyedCircuitBreakerLayerBuilder<N, M> {
     /// The config of every breaker (not with a shared registry).
     pub fn config(mut self, config: Config) -> Self {
         self.registry = self.registry.config(config);
@@ -168,10 +169,15 @@ impl<N> KeyedCircuitBreakerLayerBuilder<N> {
     }
 
     /// Takes breakers from the caller's `registry`, which the layer never
-    /// closes.
-    pub fn registry(mut self, registry: Registry) -> Self {
-        self.registry = self.registry.registry(registry);
-        self
+    /// closes: a registry coordinated through a blocking storage
+    /// ([`Registry<Blocking>`](crate::mode::Blocking)) shares each host's
+    /// state across a fleet.
+    pub fn registry<R: Mode>(self, registry: Registry<R>) -> KeyedCircuitBreakerLayerBuilder<N, R> {
+        KeyedCircuitBreakerLayerBuilder {
+            registry: self.registry.registry(registry),
+            resolver: self.resolver,
+            classifier: self.classifier,
+        }
     }
 
     /// The failure policy (by default [`HttpStatusClassifier::new`]).
@@ -181,7 +187,7 @@ impl<N> KeyedCircuitBreakerLayerBuilder<N> {
     }
 
     /// Maps each request to its breaker name (by default [`HostAndPort`]).
-    pub fn name_resolver<M>(self, resolver: M) -> KeyedCircuitBreakerLayerBuilder<M> {
+    pub fn name_resolver<R>(self, resolver: R) -> KeyedCircuitBreakerLayerBuilder<R, M> {
         KeyedCircuitBreakerLayerBuilder {
             registry: self.registry,
             resolver,
@@ -196,7 +202,7 @@ impl<N> KeyedCircuitBreakerLayerBuilder<N> {
     /// [`BuildError::SharedRegistry`] if a shared registry is combined with
     /// `config`, `clock`, `listener` or `initial_state`;
     /// [`BuildError::Config`] for an invalid initial state.
-    pub fn build(self) -> Result<KeyedCircuitBreakerLayer<N>, BuildError> {
+    pub fn build(self) -> Result<KeyedCircuitBreakerLayer<N, M>, BuildError> {
         Ok(KeyedCircuitBreakerLayer::from_parts(
             self.registry.build()?,
             self.resolver,
@@ -205,7 +211,7 @@ impl<N> KeyedCircuitBreakerLayerBuilder<N> {
     }
 }
 
-impl<N> fmt::Debug for KeyedCircuitBreakerLayerBuilder<N> {
+impl<N, M> fmt::Debug for KeyedCircuitBreakerLayerBuilder<N, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedCircuitBreakerLayerBuilder")
             .field("registry", &self.registry)
@@ -216,12 +222,12 @@ impl<N> fmt::Debug for KeyedCircuitBreakerLayerBuilder<N> {
 
 /// An HTTP service with one circuit breaker per host; see the
 /// [module docs](super).
-pub struct KeyedCircuitBreaker<S, N = HostAndPort> {
+pub struct KeyedCircuitBreaker<S, N = HostAndPort, M = Local> {
     inner: S,
-    shared: Arc<Shared<N>>,
+    shared: Arc<Shared<N, M>>,
 }
 
-impl<S: Clone, N> Clone for KeyedCircuitBreaker<S, N> {
+impl<S: Clone, N, M> Clone for KeyedCircuitBreaker<S, N, M> {
     fn clone(&self) -> Self {
         KeyedCircuitBreaker {
             inner: self.inner.clone(),
@@ -230,10 +236,10 @@ impl<S: Clone, N> Clone for KeyedCircuitBreaker<S, N> {
     }
 }
 
-impl<S, N> KeyedCircuitBreaker<S, N> {
+impl<S, N, M: Mode> KeyedCircuitBreaker<S, N, M> {
     /// The registry of per-host breakers, for diagnosis.
     #[must_use]
-    pub fn registry(&self) -> &Registry {
+    pub fn registry(&self) -> &Registry<M> {
         self.shared.registry.registry()
     }
 
@@ -259,7 +265,7 @@ impl<S, N> KeyedCircuitBreaker<S, N> {
     }
 }
 
-impl<S: fmt::Debug, N> fmt::Debug for KeyedCircuitBreaker<S, N> {
+impl<S: fmt::Debug, N, M: Mode> fmt::Debug for KeyedCircuitBreaker<S, N, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedCircuitBreaker")
             .field("inner", &self.inner)
@@ -268,8 +274,9 @@ impl<S: fmt::Debug, N> fmt::Debug for KeyedCircuitBreaker<S, N> {
     }
 }
 
-impl<S, N, B, RB> Service<http::Request<B>> for KeyedCircuitBreaker<S, N>
+impl<S, N, M, B, RB> Service<http::Request<B>> for KeyedCircuitBreaker<S, N, M>
 where
+    M: SyncApi,
     S: Service<http::Request<B>, Response = http::Response<RB>>,
     S::Error: Into<BoxError>,
     N: NameResolver<http::Request<B>>,

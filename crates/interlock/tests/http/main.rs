@@ -441,3 +441,47 @@ async fn an_owned_registry_closes_with_the_last_service_a_shared_one_stays_open(
         .unwrap_err();
     assert_eq!(err, BuildError::SharedRegistry { option: "config" });
 }
+
+#[tokio::test]
+async fn a_coordinated_registry_shares_each_hosts_breaker_across_instances() {
+    use interlock::storage::{Coordinator, MemoryStorage};
+
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    // Two instances of a service: each its own coordinator and layer, one
+    // storage between them (Redis in production).
+    let instance = || {
+        let lane = Coordinator::manual(storage.clone());
+        let registry = Registry::builder()
+            .config(tight_config())
+            .clock(clock.clone())
+            .coordinator(&lane)
+            .build()
+            .unwrap();
+        let layer = KeyedCircuitBreakerLayer::builder()
+            .registry(registry)
+            .build()
+            .unwrap();
+        (lane, layer)
+    };
+    let ((lane_a, a), (lane_b, b)) = (instance(), instance());
+    let (mut on_a, mut on_b) = (a.layer(client()), b.layer(client()));
+    assert_eq!(status(&mut on_b, &server.url("/status/200")).await, 200);
+    for _ in 0..2 {
+        assert_eq!(status(&mut on_a, &server.url("/status/503")).await, 503);
+    }
+    lane_a.run_writes(); // A's trip reaches the storage...
+    lane_b.run_writes(); // ...and its notice B's breaker for the host
+    let err = send(&mut on_b, &server.url("/status/200"))
+        .await
+        .unwrap_err();
+    assert_eq!(rejection(&err).breaker_name(), server.name());
+    assert_eq!(server.hits(), 3, "B never sent the rejected request");
+    assert!(
+        b.registry()
+            .get_existing(&server.name())
+            .unwrap()
+            .is_coordinated()
+    );
+}
