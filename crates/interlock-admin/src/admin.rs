@@ -1,0 +1,631 @@
+//! [`Admin`]: the router, its handlers and the sampler.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State as AxumState};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, WWW_AUTHENTICATE,
+    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream};
+use interlock::mode::Mode;
+use interlock::{CircuitBreaker, Registry, State};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::auth::Token;
+use crate::error::BuildError;
+use crate::feed::{Entry, EventFeed, FeedInner, History, Message};
+use crate::view::{BreakerView, LiveView, secs};
+
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const STYLE_CSS: &str = include_str!("../assets/style.css");
+
+/// The page loads nothing but its own script and stylesheet, talks only
+/// to its own origin, and cannot be framed.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                   connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
+                   form-action 'none'; frame-ancestors 'none'";
+
+/// The dashboard, the JSON API and the operator controls of one
+/// [`Registry`], as an axum [`Router`].
+///
+/// Build it with [`Admin::builder`], then mount [`router`](Admin::router)
+/// under any path. See the [crate documentation](crate) for the routes.
+/// Cheap to clone; every clone serves the same registry and feed.
+#[derive(Clone)]
+pub struct Admin {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    source: Box<dyn Source>,
+    feed: EventFeed,
+    token: Option<Token>,
+    sample_interval: Duration,
+    sampler_started: AtomicBool,
+}
+
+/// A registry of any mode, seen through what the admin needs of it.
+trait Source: Send + Sync + 'static {
+    /// Every breaker, in creation order: handles for the reads that do not
+    /// depend on the mode.
+    fn breakers(&self) -> Vec<CircuitBreaker>;
+    fn view(&self, name: &str) -> Option<BreakerView>;
+    fn apply(&self, name: &str, action: Action) -> Option<(State, State, BreakerView)>;
+}
+
+impl<M: Mode> Source for Registry<M> {
+    fn breakers(&self) -> Vec<CircuitBreaker> {
+        self.items().into_iter().map(|(_, b)| b).collect()
+    }
+
+    fn view(&self, name: &str) -> Option<BreakerView> {
+        self.get_existing(name).map(|b| BreakerView::of(&b))
+    }
+
+    fn apply(&self, name: &str, action: Action) -> Option<(State, State, BreakerView)> {
+        // Never `get`: an unknown name must not create a breaker.
+        let breaker = self.get_existing(name)?;
+        let from = breaker.state();
+        match action {
+            Action::ForceOpen => breaker.force_open(),
+            Action::Disable => breaker.disable(),
+            Action::MetricsOnly => breaker.metrics_only(),
+            Action::Reset => breaker.reset(),
+        }
+        Some((from, breaker.state(), BreakerView::of(&breaker)))
+    }
+}
+
+/// An operator control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    ForceOpen,
+    Disable,
+    MetricsOnly,
+    Reset,
+}
+
+impl Action {
+    const ALL: [Action; 4] = [
+        Action::ForceOpen,
+        Action::Disable,
+        Action::MetricsOnly,
+        Action::Reset,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::ForceOpen => "force_open",
+            Action::Disable => "disable",
+            Action::MetricsOnly => "metrics_only",
+            Action::Reset => "reset",
+        }
+    }
+
+    fn route(self) -> &'static str {
+        match self {
+            Action::ForceOpen => "/breakers/{name}/force-open",
+            Action::Disable => "/breakers/{name}/disable",
+            Action::MetricsOnly => "/breakers/{name}/metrics-only",
+            Action::Reset => "/breakers/{name}/reset",
+        }
+    }
+}
+
+impl Admin {
+    /// A builder for the admin of `registry` (any mode: local, blocking or
+    /// async coordinated).
+    ///
+    /// ```
+    /// use interlock::Registry;
+    /// use interlock_admin::{Admin, EventFeed};
+    ///
+    /// let feed = EventFeed::new();
+    /// let registry = Registry::builder().listener(feed.clone()).build()?;
+    /// let admin = Admin::builder(registry).feed(feed).bearer_token("s3cret-token").build()?;
+    /// assert!(admin.has_controls());
+    /// let app: axum::Router = axum::Router::new().nest("/interlock", admin.router());
+    /// # drop(app);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder<M: Mode>(registry: Registry<M>) -> AdminBuilder<M> {
+        AdminBuilder {
+            registry,
+            feed: None,
+            token: None,
+            sample_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// The routes, to mount with `Router::nest` (or `merge` at the root).
+    ///
+    /// Relative to the mount point:
+    ///
+    /// | route | answer |
+    /// |---|---|
+    /// | `GET /` | the dashboard (its script and stylesheet are `GET /?asset=app.js` and `?asset=style.css`) |
+    /// | `GET /breakers` | `{"now": ms, "controls": bool, "breakers": [...]}` |
+    /// | `GET /breakers/{name}` | one breaker, or 404 |
+    /// | `GET /events` | the server-sent events the dashboard listens to |
+    /// | `POST /breakers/{name}/force-open`, `/disable`, `/metrics-only`, `/reset` | only with a bearer token configured |
+    ///
+    /// Called inside a tokio runtime, it starts the sampler at once;
+    /// otherwise the first request does.
+    ///
+    /// ```
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let registry = interlock::Registry::new();
+    /// let _ = registry.get("payments");
+    /// let admin = interlock_admin::Admin::builder(registry).build()?;
+    /// let app: Router = Router::new().nest("/interlock", admin.router());
+    ///
+    /// let response = app.clone().oneshot(Request::get("/interlock/breakers").body(Body::empty())?).await?;
+    /// assert_eq!(response.status(), StatusCode::OK);
+    /// // No token configured: the operator routes do not exist.
+    /// let response = app.oneshot(Request::post("/interlock/breakers/payments/reset").body(Body::empty())?).await?;
+    /// assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn router<S>(&self) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        self.shared.ensure_sampler();
+        let mut router = Router::new()
+            .route("/", get(index))
+            .route("/breakers", get(list))
+            .route("/breakers/{name}", get(one))
+            .route("/events", get(events));
+        if self.shared.token.is_some() {
+            for action in Action::ALL {
+                router = router.route(
+                    action.route(),
+                    post(
+                        move |state: AxumState<Arc<Shared>>,
+                              headers: HeaderMap,
+                              path: Result<Path<String>, PathRejection>| {
+                            act(state, headers, path, action)
+                        },
+                    ),
+                );
+            }
+        }
+        router.with_state(Arc::clone(&self.shared))
+    }
+
+    /// Whether the operator routes exist (a bearer token is configured).
+    #[must_use]
+    pub fn has_controls(&self) -> bool {
+        self.shared.token.is_some()
+    }
+
+    /// The feed the dashboard reads.
+    #[must_use]
+    pub fn feed(&self) -> &EventFeed {
+        &self.shared.feed
+    }
+
+    /// Takes one sample of every breaker now, as the sampler does every
+    /// [`sample_interval`](AdminBuilder::sample_interval), and sends it to
+    /// every open dashboard.
+    ///
+    /// ```
+    /// use interlock::{ManualClock, Registry};
+    /// use interlock_admin::{Admin, EventFeed};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let feed = EventFeed::builder().clock(clock.clone()).build()?;
+    /// let registry = Registry::builder().clock(clock.clone()).listener(feed.clone()).build()?;
+    /// let admin = Admin::builder(registry.clone()).feed(feed.clone()).build()?;
+    /// for _ in 0..60 {
+    ///     let _ = registry.get("search").call(|| Ok::<_, std::io::Error>(()));
+    ///     clock.advance(Duration::from_secs(1));
+    ///     admin.sample_now(); // a minute of history, drawn at once
+    /// }
+    /// assert_eq!(feed.last_state("search"), Some(interlock::State::Closed));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sample_now(&self) {
+        self.shared.sample();
+    }
+}
+
+impl fmt::Debug for Admin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admin")
+            .field("feed", &self.shared.feed)
+            .field("controls", &self.shared.token.is_some())
+            .field("sample_interval", &self.shared.sample_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Admin`]; every check happens in [`build`](Self::build).
+#[must_use]
+pub struct AdminBuilder<M> {
+    registry: Registry<M>,
+    feed: Option<EventFeed>,
+    token: Option<String>,
+    sample_interval: Duration,
+}
+
+impl<M: Mode> fmt::Debug for AdminBuilder<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminBuilder")
+            .field("registry", &self.registry)
+            .field("feed", &self.feed)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("sample_interval", &self.sample_interval)
+            .finish()
+    }
+}
+
+impl<M: Mode> AdminBuilder<M> {
+    /// The feed the registry reports to (add the same feed, or a clone, with
+    /// `RegistryBuilder::listener`). Without it the dashboard still works,
+    /// but sees state changes only at the next sample.
+    pub fn feed(mut self, feed: EventFeed) -> Self {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// Enables the operator routes, which then require
+    /// `Authorization: Bearer <token>`. Without a token they do not exist.
+    ///
+    /// Use a long random secret (32 characters or more); only visible
+    /// ASCII characters are accepted.
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// How often every breaker's state and rates are sampled for the
+    /// timelines (default 1 s).
+    pub fn sample_interval(mut self, interval: Duration) -> Self {
+        self.sample_interval = interval;
+        self
+    }
+
+    /// Builds the admin.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::InvalidToken`] for an empty token or one with spaces or
+    /// non-ASCII characters, [`BuildError::InvalidSampleInterval`] for an
+    /// interval outside 10 ms ..= 60 s.
+    pub fn build(self) -> Result<Admin, BuildError> {
+        let token = self.token.as_deref().map(Token::new).transpose()?;
+        if self.sample_interval < Duration::from_millis(10)
+            || self.sample_interval > Duration::from_secs(60)
+        {
+            return Err(BuildError::InvalidSampleInterval {
+                interval: self.sample_interval,
+            });
+        }
+        Ok(Admin {
+            shared: Arc::new(Shared {
+                source: Box::new(self.registry),
+                feed: self.feed.unwrap_or_default(),
+                token,
+                sample_interval: self.sample_interval,
+                sampler_started: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+impl Shared {
+    fn feed(&self) -> &FeedInner {
+        &self.feed.inner
+    }
+
+    fn sample(&self) {
+        // The registry's lock is not held with the feed's: a breaker being
+        // created may report to the feed.
+        let breakers = self.source.breakers();
+        self.feed()
+            .sample(|| breakers.iter().map(LiveView::of).collect());
+    }
+
+    /// Starts the sampler on the current tokio runtime, once. It holds only
+    /// a weak reference and ends when the last router and `Admin` are gone.
+    fn ensure_sampler(self: &Arc<Self>) {
+        if self.sampler_started.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.sampler_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let interval = self.sample_interval;
+        runtime.spawn(run_sampler(weak, interval));
+    }
+
+    /// The `init` message, and a receiver of everything after it: taken
+    /// under the feed's lock, so nothing is missed or sent twice.
+    fn subscribe(&self) -> (broadcast::Receiver<Arc<Message>>, String) {
+        let feed = self.feed();
+        let breakers = self.source.breakers();
+        let tracks = feed.lock();
+        let receiver = feed.subscribe();
+        let breakers: Vec<_> = breakers
+            .iter()
+            .map(|breaker| {
+                let view = BreakerView::of(breaker);
+                let history = FeedInner::history_of(&tracks, &view.live.name);
+                WithHistory { view, history }
+            })
+            .collect();
+        let init = Init {
+            now: feed.now_ms(),
+            history_secs: secs(feed.window()),
+            sample_interval_secs: secs(self.sample_interval),
+            controls: self.token.is_some(),
+            breakers,
+            activity: FeedInner::activity(&tracks),
+        };
+        drop(tracks);
+        let data = serde_json::to_string(&init).unwrap_or_else(|error| {
+            tracing::error!(target: "interlock_admin", %error, "could not encode the dashboard's init message");
+            "{}".to_owned()
+        });
+        (receiver, data)
+    }
+}
+
+async fn run_sampler(shared: Weak<Shared>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticker.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        shared.sample();
+    }
+}
+
+#[derive(Serialize)]
+struct Init {
+    now: u64,
+    history_secs: f64,
+    sample_interval_secs: f64,
+    controls: bool,
+    breakers: Vec<WithHistory>,
+    activity: Vec<Arc<Entry>>,
+}
+
+#[derive(Serialize)]
+struct WithHistory {
+    #[serde(flatten)]
+    view: BreakerView,
+    history: History,
+}
+
+#[derive(Serialize)]
+struct List {
+    now: u64,
+    controls: bool,
+    breakers: Vec<BreakerView>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: &'static str,
+}
+
+fn with_common_headers(mut response: Response, content_type: &'static str) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+fn json(status: StatusCode, body: &impl Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            let mut response =
+                with_common_headers((status, bytes).into_response(), "application/json");
+            response
+                .headers_mut()
+                .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(error) => {
+            tracing::error!(target: "interlock_admin", %error, "could not encode a JSON answer");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+fn error(status: StatusCode, message: &'static str) -> Response {
+    json(status, &ErrorBody { error: message })
+}
+
+/// `GET /`: the page, or one of its two assets (`?asset=app.js`,
+/// `?asset=style.css`). Assets hang off the page's own URL so that they
+/// resolve under any mount point, with or without a trailing slash.
+async fn index(AxumState(shared): AxumState<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    shared.ensure_sampler();
+    let (body, content_type) = match query.as_deref() {
+        None | Some("") => (INDEX_HTML, "text/html; charset=utf-8"),
+        Some("asset=app.js") => (APP_JS, "text/javascript; charset=utf-8"),
+        Some("asset=style.css") => (STYLE_CSS, "text/css; charset=utf-8"),
+        Some(_) => return error(StatusCode::NOT_FOUND, "no such asset"),
+    };
+    let mut response = with_common_headers(body.into_response(), content_type);
+    let headers = response.headers_mut();
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// `GET /breakers`.
+async fn list(AxumState(shared): AxumState<Arc<Shared>>) -> Response {
+    shared.ensure_sampler();
+    json(
+        StatusCode::OK,
+        &List {
+            now: shared.feed().now_ms(),
+            controls: shared.token.is_some(),
+            breakers: shared
+                .source
+                .breakers()
+                .iter()
+                .map(BreakerView::of)
+                .collect(),
+        },
+    )
+}
+
+/// `GET /breakers/{name}`.
+async fn one(
+    AxumState(shared): AxumState<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    shared.ensure_sampler();
+    let Ok(Path(name)) = path else {
+        return error(StatusCode::NOT_FOUND, "no such breaker");
+    };
+    match shared.source.view(&name) {
+        Some(view) => json(StatusCode::OK, &view),
+        None => error(StatusCode::NOT_FOUND, "no such breaker"),
+    }
+}
+
+/// `GET /events`: `init` (everything, history included), then `event`
+/// (state changes, resets, storage outages, operator actions) and `sample`
+/// (every breaker, every sample interval). A dashboard that falls behind
+/// gets a fresh `init`.
+async fn events(
+    AxumState(shared): AxumState<Arc<Shared>>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    shared.ensure_sampler();
+    let (receiver, init) = shared.subscribe();
+    let start = Connection::Init {
+        shared,
+        receiver,
+        init,
+    };
+    let stream = stream::unfold(start, |state| async move {
+        match state {
+            Connection::Init {
+                shared,
+                receiver,
+                init,
+            } => {
+                let event = SseEvent::default().event("init").data(init);
+                Some((Ok(event), Connection::Live { shared, receiver }))
+            }
+            Connection::Live {
+                shared,
+                mut receiver,
+            } => match receiver.recv().await {
+                Ok(message) => {
+                    let event = SseEvent::default().event(message.event).data(&message.data);
+                    Some((Ok(event), Connection::Live { shared, receiver }))
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    drop(receiver);
+                    let (receiver, init) = shared.subscribe();
+                    let event = SseEvent::default().event("init").data(init);
+                    Some((Ok(event), Connection::Live { shared, receiver }))
+                }
+                Err(broadcast::error::RecvError::Closed) => None,
+            },
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// Where one SSE connection is.
+enum Connection {
+    Init {
+        shared: Arc<Shared>,
+        receiver: broadcast::Receiver<Arc<Message>>,
+        init: String,
+    },
+    Live {
+        shared: Arc<Shared>,
+        receiver: broadcast::Receiver<Arc<Message>>,
+    },
+}
+
+/// `POST /breakers/{name}/<action>`: the token first (401 and nothing
+/// happens), then the name (404 for an unknown one, which is not created).
+async fn act(
+    AxumState(shared): AxumState<Arc<Shared>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    action: Action,
+) -> Response {
+    shared.ensure_sampler();
+    let name = path.ok().map(|Path(name)| name);
+    let admitted = shared
+        .token
+        .as_ref()
+        .is_some_and(|token| token.admits(&headers));
+    if !admitted {
+        // The name is the client's: logged with Debug, so escaped.
+        tracing::warn!(
+            target: "interlock_admin",
+            action = action.as_str(),
+            breaker = ?name.as_deref().unwrap_or_default(),
+            "operator action refused: missing or wrong bearer token"
+        );
+        let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+        response.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"interlock\""),
+        );
+        return response;
+    }
+    let Some(name) = name else {
+        return error(StatusCode::NOT_FOUND, "no such breaker");
+    };
+    let Some((from, to, view)) = shared.source.apply(&name, action) else {
+        tracing::warn!(
+            target: "interlock_admin",
+            action = action.as_str(),
+            breaker = ?name,
+            "operator action on an unknown breaker"
+        );
+        return error(StatusCode::NOT_FOUND, "no such breaker");
+    };
+    tracing::info!(
+        target: "interlock_admin",
+        action = action.as_str(),
+        breaker = ?name,
+        from = from.as_str(),
+        to = to.as_str(),
+        "operator action"
+    );
+    shared
+        .feed()
+        .record_action(&name, action.as_str(), from, to);
+    json(StatusCode::OK, &view)
+}
