@@ -1,16 +1,20 @@
 //! [`RedisStorage`]: the blocking storage.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use interlock::storage::{ProbeLease, SharedState, Storage, StorageError, StorageSettings};
+use interlock::storage::{
+    NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
+    StorageSettings,
+};
 use interlock::{ConfigError, Outcome};
-use redis::{ConnectionLike, RedisError, RedisResult, Value};
+use redis::{ConnectionLike, RedisError, RedisResult, ScriptInvocation, Value};
 
 use crate::error::Error;
 use crate::options::{Layout, Options, knobs};
-use crate::scripts::{Op, Reply, parse};
+use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll, poll_invocation};
 
 /// How many idle connections a connecting storage keeps for reuse.
 const MAX_IDLE: usize = 8;
@@ -73,6 +77,14 @@ fn is_broken(error: &RedisError) -> bool {
 /// blocks for as long as the client lets it, and the inline HALF_OPEN lease
 /// runs on the caller's thread.
 ///
+/// Change notices take one more connection per coordinator, in subscriber
+/// mode, on a thread of its own, from the
+/// [`subscriber`](RedisStorageBuilder::subscriber) client:
+/// [`from_client`](RedisStorage::from_client) sets it to its own client;
+/// with [`builder`](RedisStorage::builder) and
+/// [`builder_with`](RedisStorage::builder_with) set it yourself, or the
+/// storage only publishes and its coordinator relies on polling.
+///
 /// ```no_run
 /// use interlock::storage::Coordinator;
 /// use interlock::CircuitBreaker;
@@ -92,6 +104,8 @@ fn is_broken(error: &RedisError) -> bool {
 pub struct RedisStorage<C> {
     source: Source<C>,
     layout: Layout,
+    /// Set once a batched poll was refused with `CROSSSLOT`: poll per key.
+    cross_slot: AtomicBool,
 }
 
 impl<C> fmt::Debug for RedisStorage<C> {
@@ -103,6 +117,7 @@ impl<C> fmt::Debug for RedisStorage<C> {
         f.debug_struct("RedisStorage")
             .field("key_prefix", &self.layout.prefix)
             .field("connections", &connections)
+            .field("subscribes", &self.layout.has_subscriber())
             .field("settings", &self.layout.settings)
             .finish_non_exhaustive()
     }
@@ -111,7 +126,9 @@ impl<C> fmt::Debug for RedisStorage<C> {
 impl RedisStorage<redis::Connection> {
     /// A builder that connects through `client` on demand, with `timeout`
     /// as the connect timeout and the read and write timeouts of every
-    /// connection (so no operation blocks for much longer).
+    /// connection (so no operation blocks for much longer). Its notice
+    /// subscriptions connect through `client` too (see
+    /// [`subscriber`](RedisStorageBuilder::subscriber)).
     ///
     /// ```no_run
     /// use interlock_redis::RedisStorage;
@@ -126,12 +143,14 @@ impl RedisStorage<redis::Connection> {
         client: redis::Client,
         timeout: Duration,
     ) -> RedisStorageBuilder<redis::Connection> {
+        let subscriber = client.clone();
         RedisStorage::builder_with(move || {
             let con = client.get_connection_with_timeout(timeout)?;
             con.set_read_timeout(Some(timeout))?;
             con.set_write_timeout(Some(timeout))?;
             Ok(con)
         })
+        .subscriber(subscriber, timeout)
     }
 }
 
@@ -213,14 +232,24 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
 
     fn run(&self, name: &str, op: Op) -> Result<Reply, Error> {
         let key = self.layout.key(name);
-        let invocation = op.invocation(&key);
-        let value: Value = match &self.source {
+        let invocation = op.invocation(&key, self.layout.publish_channel());
+        let value = self.invoke(op.name(), &invocation)?;
+        parse(op.name(), &value)
+    }
+
+    /// One script call on a connection of this storage.
+    fn invoke(
+        &self,
+        operation: &'static str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<Value, Error> {
+        match &self.source {
             Source::Fixed(con) => invocation.invoke(&mut *lock(con)),
             Source::Connecting { connect, idle } => {
                 let pooled = lock(idle).pop();
                 let mut con = match pooled {
                     Some(con) => con,
-                    None => connect().map_err(|e| Error::redis(op.name(), e))?,
+                    None => connect().map_err(|e| Error::redis(operation, e))?,
                 };
                 let result = invocation.invoke(&mut con);
                 let broken = result.as_ref().err().is_some_and(is_broken);
@@ -233,8 +262,19 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
                 result
             }
         }
-        .map_err(|e| Error::redis(op.name(), e))?;
-        parse(op.name(), &value)
+        .map_err(|e| Error::redis(operation, e))
+    }
+
+    /// A batched poll of at most [`MAX_BATCH`] requests: one script call.
+    fn poll_batch(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, Error> {
+        let invocation = poll_invocation(requests, self.layout.publish_channel(), |n| {
+            self.layout.key(n)
+        });
+        let value = self.invoke("poll", &invocation)?;
+        Ok(parse_poll(requests, &value)?
+            .into_iter()
+            .map(|answer| answer.map_err(StorageError::from))
+            .collect())
     }
 }
 
@@ -297,6 +337,59 @@ impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
         Ok(self.run(name, op)?.state)
     }
 
+    /// One script call per 1000 requests when batched
+    /// polling is on, answering each breaker as [`read`](Storage::read) or
+    /// [`begin_half_open_if_elapsed`](Storage::begin_half_open_if_elapsed)
+    /// would (a corrupt or foreign hash fails its own answer only); one
+    /// call per request when it is off, or after Redis Cluster refused a
+    /// batch over an untagged prefix with `CROSSSLOT`.
+    fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        if requests.len() < 2
+            || !self.layout.settings.batched_polling()
+            || self.cross_slot.load(Ordering::Relaxed)
+        {
+            return Ok(requests.iter().map(|r| self.poll_one(r)).collect());
+        }
+        let mut answers = Vec::with_capacity(requests.len());
+        for chunk in requests.chunks(MAX_BATCH) {
+            match self.poll_batch(chunk) {
+                Ok(batch) => answers.extend(batch),
+                Err(e) if e.is_cross_slot() => {
+                    self.cross_slot.store(true, Ordering::Relaxed);
+                    answers.extend(chunk.iter().map(|r| self.poll_one(r)));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Starts a thread that holds one subscription, on its own connection
+    /// from the [`subscriber`](RedisStorageBuilder::subscriber) client,
+    /// and returns `true`; `false` when notifications are off, when the
+    /// storage has no subscriber client (built with
+    /// [`builder`](RedisStorage::builder) or
+    /// [`builder_with`](RedisStorage::builder_with) without one), or when
+    /// the thread cannot be started.
+    ///
+    /// The thread delivers [`Notice::Resync`](interlock::storage::Notice::Resync)
+    /// each time it has subscribed, a
+    /// [`Notice::Changed`](interlock::storage::Notice::Changed) for every
+    /// applied write of any instance on the same prefix, and when the
+    /// connection drops it waits the storage's retry delay
+    /// (`retry_backoff`, growing per failed attempt) before subscribing
+    /// again. It ends within a quarter of a second once the coordinator is
+    /// gone.
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        let Some(listener) = self.layout.listener(sink) else {
+            return false;
+        };
+        std::thread::Builder::new()
+            .name("interlock-redis-notices".to_owned())
+            .spawn(move || listener.run_blocking())
+            .is_ok()
+    }
+
     fn settings(&self) -> StorageSettings {
         self.layout.settings.clone()
     }
@@ -342,6 +435,7 @@ impl<C: ConnectionLike + Send + 'static> RedisStorageBuilder<C> {
         Ok(RedisStorage {
             source: self.source,
             layout: self.options.build()?,
+            cross_slot: AtomicBool::new(false),
         })
     }
 }

@@ -66,6 +66,29 @@ impl Error {
         Error::redis(operation, redis::RedisError::from(error))
     }
 
+    /// The error a batched `poll` reported for one of its keys: a message
+    /// of our scripts (a corrupt hash) or of Redis (`WRONGTYPE ...`).
+    pub(crate) fn script_item(operation: &'static str, message: &redis::Value) -> Self {
+        let text = match message {
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            redis::Value::SimpleString(text) => text.clone(),
+            _ => return Error::reply(operation, "an error item without a message"),
+        };
+        if text.contains(SCRIPT_MARKER) {
+            return Error::redis(
+                operation,
+                redis::RedisError::from((redis::ErrorKind::Extension, "script error", text)),
+            );
+        }
+        // `WRONGTYPE Operation against a key ...`: keep the code in front.
+        let error =
+            redis::RedisError::from((redis::ErrorKind::Extension, "server error", bounded(&text)));
+        Error {
+            operation,
+            kind: Kind::Redis(error),
+        }
+    }
+
     pub(crate) fn reply(operation: &'static str, detail: impl Into<Cow<'static, str>>) -> Self {
         let detail = detail.into();
         Error {
@@ -75,8 +98,10 @@ impl Error {
     }
 
     /// The storage operation that failed: `read`, `trip_open`,
-    /// `begin_half_open_if_elapsed`, `lease_probe`, `record_probe` or
-    /// `close`.
+    /// `begin_half_open_if_elapsed`, `lease_probe`, `record_probe`,
+    /// `close`, or `poll` when a batched poll failed as a whole (a batched
+    /// poll's error for one breaker names that breaker's operation, `read`
+    /// or `begin_half_open_if_elapsed`).
     #[must_use]
     pub fn operation(&self) -> &'static str {
         self.operation
@@ -89,6 +114,13 @@ impl Error {
     #[must_use]
     pub fn is_corrupt(&self) -> bool {
         matches!(self.kind, Kind::Corrupt(_))
+    }
+
+    /// Whether Redis Cluster refused a script over keys of several slots.
+    pub(crate) fn is_cross_slot(&self) -> bool {
+        self.redis_error().is_some_and(|e| {
+            e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::CrossSlot)
+        })
     }
 
     /// The client's error, when the failure came from the `redis` crate

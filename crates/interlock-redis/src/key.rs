@@ -39,6 +39,34 @@ pub(crate) fn encode_name_into(out: &mut String, name: &str) {
     }
 }
 
+/// Reverses [`encode_name_into`]: `None` for text it never produces (a `%`
+/// not followed by two hex digits, or bytes that are not UTF-8).
+pub(crate) fn decode_name(encoded: &[u8]) -> Option<String> {
+    fn hex(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        }
+    }
+    let mut out = Vec::with_capacity(encoded.len());
+    let mut rest = encoded;
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let [hi, lo, tail @ ..] = tail else {
+                return None;
+            };
+            out.push(hex(*hi)? << 4 | hex(*lo)?);
+            rest = tail;
+        } else {
+            out.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Checks a key prefix: if it has a `{`, that brace must open a non-empty
 /// hash tag closed inside the prefix, or the slot of a key would depend on
 /// the name after all (Redis hashes the whole key when a tag is not closed
@@ -79,20 +107,7 @@ mod tests {
     }
 
     fn decode(s: &str) -> String {
-        let bytes = s.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%' {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
-                out.push(u8::from_str_radix(hex, 16).unwrap());
-                i += 3;
-            } else {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-        String::from_utf8(out).unwrap()
+        decode_name(s.as_bytes()).unwrap()
     }
 
     #[test]
@@ -127,6 +142,14 @@ mod tests {
             assert_eq!(decode(&encode(name)), name);
         }
         assert_ne!(encode("%7B"), encode("{"));
+    }
+
+    #[test]
+    fn text_the_encoding_never_produces_does_not_decode() {
+        for bad in [&b"%"[..], b"%4", b"%G0", b"a%zz", b"\xff", b"%FF", b"%C2"] {
+            assert_eq!(decode_name(bad), None, "{bad:?}");
+        }
+        assert_eq!(decode_name(b"a%7bb%7D").as_deref(), Some("a{b}"));
     }
 
     #[test]

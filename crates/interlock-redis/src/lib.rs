@@ -7,9 +7,11 @@
 //! [`AsyncStorage`](interlock::storage::AsyncStorage). Hand one to a
 //! [`Coordinator`](interlock::storage::Coordinator) and build breakers with
 //! it: CLOSED and OPEN calls read a cached view (no Redis command), a
-//! background lane polls every `poll_interval` and writes trips and probe
-//! outcomes, and a HALF_OPEN admission is the only inline command (an
-//! atomic lease on the shared probe budget).
+//! background lane polls every `poll_interval` (one script call for all its
+//! breakers) and writes trips and probe outcomes, every applied write is
+//! pushed to the other instances at once through Redis pub/sub, and a
+//! HALF_OPEN admission is the only inline command (an atomic lease on the
+//! shared probe budget).
 //!
 //! ```no_run
 //! use interlock::storage::Coordinator;
@@ -65,19 +67,28 @@
 //!
 //! **Hash tag.** The default prefix carries the hash tag `{cb}`, so all
 //! breakers of a storage live in one Redis Cluster slot (and so on one
-//! node): any later multi-key operation over them (a batched poll, a
-//! notification channel under the prefix) stays within one slot. Choose
-//! your own tag per service (`checkout:{cb}:`), or a prefix without braces
-//! to spread breakers over the cluster; every script touches only its one
-//! key, so both work. `key_prefix` is rejected when its `{` does not open a
-//! closed, non-empty tag.
+//! node), and one script can poll them all. Choose your own tag per service
+//! (`checkout:{cb}:`), or a prefix without braces to spread breakers over
+//! the cluster: every other script touches only its one key, and a batched
+//! poll that Redis Cluster refuses for spanning slots (`CROSSSLOT`) is
+//! answered per breaker instead, so both work. `key_prefix` is rejected
+//! when its `{` does not open a closed, non-empty tag.
 //!
 //! **Scripts.** Each operation is one Lua script run with `EVALSHA` (the
 //! client loads it on a `NOSCRIPT` reply, on every primary of a cluster).
 //! Elapsed checks use the server's `TIME`, never the caller's clock. Each
 //! script replies with the same nine values in the same order: an
 //! operation code (applied, granted, or key present), then `state`,
-//! `opened_at`, `version` and the five probe counters.
+//! `opened_at`, `version` and the five probe counters. A seventh script
+//! answers a whole poll: a read or a `begin_half_open_if_elapsed` per key,
+//! each answered as the single operation would, with a key the scripts
+//! refuse failing only its own answer.
+//!
+//! **Notices.** Every script that applies a change also publishes
+//! `<version> <key>` (for example `7 interlock:{cb}:payments`) on the
+//! channel `key_prefix + "notices"`, inside the same script, so a notice is
+//! sent exactly when a change is applied. Fenced-out writes, denied leases,
+//! idempotent trips and reads publish nothing.
 //!
 //! **Data written by someone else.** The scripts refuse a hash with a
 //! missing field, a value that is not a decimal integer or is out of range
@@ -90,21 +101,63 @@
 //!
 //! # Compatibility
 //!
-//! The scripts use only `HMGET`, `HSET`, `EXISTS`, `PEXPIRE` and `TIME`
-//! through `EVAL`/`EVALSHA`, so any RESP server that runs Lua works:
+//! The scripts use only `HMGET`, `HSET`, `EXISTS`, `PEXPIRE`, `TIME` and
+//! `PUBLISH` through `EVAL`/`EVALSHA`, and the subscriptions `SUBSCRIBE`
+//! and `PING` (RESP2 subscriber connections), so any RESP server that runs
+//! Lua works (under ACLs, allow the channel `<key_prefix>notices`, or turn
+//! notifications off):
 //!
 //! - **Redis 5.0 or newer.** The scripts call `TIME` before writing, which
 //!   needs script effects replication, the default since 5.0.
 //! - **Valkey**, any release.
 //! - **Redis Cluster** (and Valkey cluster): each script touches one key,
-//!   routed by the client to its slot. Use `redis::cluster::ClusterConnection`
-//!   with [`RedisStorage`] or `redis::cluster_async::ClusterConnection` with
-//!   [`AsyncRedisStorage`].
+//!   or, for a batched poll, the keys of one hash tag, routed by the client
+//!   to their slot. Use `redis::cluster::ClusterConnection` with
+//!   [`RedisStorage`] or `redis::cluster_async::ClusterConnection` with
+//!   [`AsyncRedisStorage`], and a `redis::Client` for any one node as the
+//!   subscriber: notices are classic pub/sub, which reaches every node.
 //!
 //! The hash follows the field layout of the Python library interlock-cb
 //! (same fields, `opened_at` in microseconds); with
 //! `key_prefix("interlock:cb:")` ordinary names map to its keys. Sharing
 //! keys with it is not tested.
+//!
+//! # Push and batched polling
+//!
+//! Both are on by default, and both storages behave the same:
+//!
+//! - **Push.** A coordinator subscribes once to the channel of its storage
+//!   ([`Storage::subscribe`](interlock::storage::Storage::subscribe)): a
+//!   thread with its own connection for [`RedisStorage`], a tokio task for
+//!   [`AsyncRedisStorage`]. On a notice it re-reads that breaker at once, so
+//!   a trip reaches the fleet in about a round trip rather than at the next
+//!   poll. Pub/sub is at-most-once: polling stays on and reconciles any
+//!   notice lost; a dropped subscription is retried after the storage's
+//!   `retry_backoff` (growing as configured), and every (re)subscription
+//!   makes the coordinator poll all its breakers. [`RedisStorage::from_client`]
+//!   subscribes through its client; the other constructors and
+//!   [`AsyncRedisStorage`] need a
+//!   [`subscriber`](RedisStorageBuilder::subscriber) client, or they only
+//!   publish. `notifications(false)` turns both publishing and subscribing
+//!   off.
+//! - **Batched polling.** One poll of a coordinator is one script call
+//!   (per thousand breakers) instead of one per breaker;
+//!   `batched_polling(false)` goes back to one call per breaker.
+//!
+//! ```no_run
+//! use interlock_redis::AsyncRedisStorage;
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let storage = AsyncRedisStorage::builder(client.get_connection_manager().await?)
+//!     .subscriber(client, Duration::from_millis(500)) // push for the async storage
+//!     .build()?;
+//! # let _ = storage;
+//! # Ok(())
+//! # }
+//! # let _ = run;
+//! ```
 //!
 //! # Degradation
 //!
@@ -133,9 +186,11 @@
 
 mod blocking;
 mod error;
+pub mod inspect;
 mod key;
 #[cfg(feature = "tokio")]
 mod nonblocking;
+mod notices;
 mod options;
 mod scripts;
 
@@ -145,16 +200,16 @@ pub use error::Error;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 
-/// The SHA1 digests of the six scripts (read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close), as sent
-/// with `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy
-/// allow-lists in a locked-down deployment.
+/// The SHA1 digests of the seven scripts (read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close, and the
+/// batched poll), as sent with `EVALSHA`: for `SCRIPT EXISTS` checks, or
+/// for ACL and proxy allow-lists in a locked-down deployment.
 ///
 /// ```
 /// let digests = interlock_redis::script_digests();
 /// assert!(digests.iter().all(|d| d.len() == 40));
 /// ```
 #[must_use]
-pub fn script_digests() -> [&'static str; 6] {
+pub fn script_digests() -> [&'static str; 7] {
     scripts::digests()
 }

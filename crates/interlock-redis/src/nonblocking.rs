@@ -1,16 +1,20 @@
 //! [`AsyncRedisStorage`]: the async storage.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use interlock::storage::{AsyncStorage, ProbeLease, SharedState, StorageError, StorageSettings};
+use interlock::storage::{
+    AsyncStorage, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, StorageError,
+    StorageSettings,
+};
 use interlock::{ConfigError, Outcome};
 use redis::Value;
 use redis::aio::ConnectionLike;
 
 use crate::error::Error;
 use crate::options::{Layout, Options, knobs};
-use crate::scripts::{Op, Reply, parse};
+use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll, poll_invocation};
 
 /// An [`AsyncStorage`] on Redis or Valkey, for breakers coordinated on a
 /// tokio task ([`Coordinator::asynchronous`](interlock::storage::Coordinator::asynchronous)).
@@ -33,14 +37,24 @@ use crate::scripts::{Op, Reply, parse};
 /// Every operation is one Lua script (EVALSHA, loaded on a NOSCRIPT reply)
 /// on one hash per breaker; see the [crate docs](crate) for the layout.
 ///
+/// Change notices need a connection of their own in subscriber mode, which
+/// a multiplexed handle cannot give: pass the `redis::Client` to
+/// [`subscriber`](AsyncRedisStorageBuilder::subscriber) and the
+/// coordinator's task subscribes through it. Without one the storage still
+/// publishes its writes for other instances, but its own coordinator learns
+/// of theirs only by polling.
+///
 /// ```no_run
 /// use interlock::storage::Coordinator;
 /// use interlock::CircuitBreaker;
 /// use interlock_redis::AsyncRedisStorage;
+/// use std::time::Duration;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = redis::Client::open("redis://127.0.0.1/")?;
-/// let storage = AsyncRedisStorage::builder(client.get_connection_manager().await?).build()?;
+/// let storage = AsyncRedisStorage::builder(client.get_connection_manager().await?)
+///     .subscriber(client, Duration::from_millis(500))
+///     .build()?;
 /// let coordinator = Coordinator::asynchronous(storage);
 /// let breaker = CircuitBreaker::builder("payments").coordinator(&coordinator).build()?;
 /// let answer = breaker.call_async(|| async { Ok::<_, std::io::Error>(42) }).await;
@@ -52,12 +66,15 @@ use crate::scripts::{Op, Reply, parse};
 pub struct AsyncRedisStorage<C> {
     connection: C,
     layout: Layout,
+    /// Set once a batched poll was refused with `CROSSSLOT`: poll per key.
+    cross_slot: AtomicBool,
 }
 
 impl<C> fmt::Debug for AsyncRedisStorage<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncRedisStorage")
             .field("key_prefix", &self.layout.prefix)
+            .field("subscribes", &self.layout.has_subscriber())
             .field("settings", &self.layout.settings)
             .finish_non_exhaustive()
     }
@@ -115,11 +132,27 @@ where
         let key = self.layout.key(name);
         let mut con = self.connection.clone();
         let value: Value = op
-            .invocation(&key)
+            .invocation(&key, self.layout.publish_channel())
             .invoke_async(&mut con)
             .await
             .map_err(|e| Error::redis(op.name(), e))?;
         parse(op.name(), &value)
+    }
+
+    /// A batched poll of at most [`MAX_BATCH`] requests: one script call.
+    async fn poll_batch(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, Error> {
+        let invocation = poll_invocation(requests, self.layout.publish_channel(), |n| {
+            self.layout.key(n)
+        });
+        let mut con = self.connection.clone();
+        let value: Value = invocation
+            .invoke_async(&mut con)
+            .await
+            .map_err(|e| Error::redis("poll", e))?;
+        Ok(parse_poll(requests, &value)?
+            .into_iter()
+            .map(|answer| answer.map_err(StorageError::from))
+            .collect())
     }
 }
 
@@ -187,6 +220,58 @@ where
         Ok(self.run(name, op).await?.state)
     }
 
+    /// As [`RedisStorage::poll_many`](crate::RedisStorage#method.poll_many):
+    /// one script call per 1000 requests when batched polling is on, a
+    /// corrupt hash failing only its own answer.
+    async fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        if requests.len() < 2
+            || !self.layout.settings.batched_polling()
+            || self.cross_slot.load(Ordering::Relaxed)
+        {
+            let mut answers = Vec::with_capacity(requests.len());
+            for request in requests {
+                answers.push(self.poll_one(request).await);
+            }
+            return Ok(answers);
+        }
+        let mut answers = Vec::with_capacity(requests.len());
+        for chunk in requests.chunks(MAX_BATCH) {
+            match self.poll_batch(chunk).await {
+                Ok(batch) => answers.extend(batch),
+                Err(e) if e.is_cross_slot() => {
+                    self.cross_slot.store(true, Ordering::Relaxed);
+                    for request in chunk {
+                        answers.push(self.poll_one(request).await);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Spawns a tokio task on the current runtime that holds one
+    /// subscription, on its own connection from the
+    /// [`subscriber`](AsyncRedisStorageBuilder::subscriber) client, and
+    /// returns `true`; `false` when notifications are off, when the
+    /// storage has no subscriber client, or outside a tokio runtime.
+    ///
+    /// The task behaves as the blocking storage's thread does (see
+    /// [`RedisStorage::subscribe`](crate::RedisStorage#method.subscribe)):
+    /// a resync on every (re)subscription, a notice per applied write,
+    /// the storage's retry delay between attempts, and an end within a
+    /// quarter of a second once the coordinator is gone.
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        let Some(listener) = self.layout.listener(sink) else {
+            return false;
+        };
+        drop(runtime.spawn(listener.run_async()));
+        true
+    }
+
     fn settings(&self) -> StorageSettings {
         self.layout.settings.clone()
     }
@@ -225,6 +310,7 @@ where
         Ok(AsyncRedisStorage {
             connection: self.connection,
             layout: self.options.build()?,
+            cross_slot: AtomicBool::new(false),
         })
     }
 }

@@ -1,15 +1,17 @@
 //! What both storages share: the key prefix, the knobs and the key layout.
 
 use interlock::ConfigError;
-use interlock::storage::{StorageSettings, StorageSettingsBuilder};
+use interlock::storage::{NoticeSink, StorageSettings, StorageSettingsBuilder};
 
 use crate::key::{DEFAULT_PREFIX, encode_name_into, validate_prefix};
+use crate::notices::{Listener, Subscriber};
 
 /// The builder-side options of both storages.
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub(crate) prefix: String,
     pub(crate) settings: StorageSettingsBuilder,
+    pub(crate) subscriber: Option<Subscriber>,
 }
 
 impl Default for Options {
@@ -17,6 +19,7 @@ impl Default for Options {
         Options {
             prefix: DEFAULT_PREFIX.to_owned(),
             settings: StorageSettings::builder(),
+            subscriber: None,
         }
     }
 }
@@ -26,7 +29,9 @@ impl Options {
         validate_prefix(&self.prefix)?;
         Ok(Layout {
             settings: self.settings.build()?,
+            channel: format!("{}notices", self.prefix),
             prefix: self.prefix,
+            subscriber: self.subscriber,
         })
     }
 }
@@ -36,9 +41,42 @@ impl Options {
 pub(crate) struct Layout {
     pub(crate) prefix: String,
     pub(crate) settings: StorageSettings,
+    channel: String,
+    subscriber: Option<Subscriber>,
 }
 
 impl Layout {
+    /// The channel the scripts publish on: empty (publish nothing) when
+    /// notifications are off.
+    pub(crate) fn publish_channel(&self) -> &str {
+        if self.settings.notifications() {
+            &self.channel
+        } else {
+            ""
+        }
+    }
+
+    /// What a subscription delivering to `sink` needs, or `None` when this
+    /// storage does not subscribe (notifications off, or no subscriber
+    /// client).
+    pub(crate) fn listener(&self, sink: NoticeSink) -> Option<Listener> {
+        if !self.settings.notifications() {
+            return None;
+        }
+        Some(Listener {
+            subscriber: self.subscriber.clone()?,
+            channel: self.channel.clone(),
+            prefix: self.prefix.clone(),
+            settings: self.settings.clone(),
+            sink,
+        })
+    }
+
+    /// Whether this storage can subscribe.
+    pub(crate) fn has_subscriber(&self) -> bool {
+        self.subscriber.is_some()
+    }
+
     pub(crate) fn key(&self, name: &str) -> String {
         let mut key = String::with_capacity(self.prefix.len() + name.len());
         key.push_str(&self.prefix);
@@ -110,6 +148,54 @@ macro_rules! knobs {
         /// 128; at least 1).
         pub fn write_queue_size(mut self, size: usize) -> Self {
             self.options.settings = self.options.settings.write_queue_size(size);
+            self
+        }
+
+        /// Push change notices (default on): every applied write also
+        /// `PUBLISH`es `<version> <key>` on the channel `<key_prefix>notices`
+        /// in the same script, and the coordinator holds one subscription
+        /// to it (given a [`subscriber`](Self::subscriber) client), so a
+        /// trip reaches the other instances in about a round trip instead
+        /// of at their next poll. Polling stays on and reconciles any notice
+        /// that is lost.
+        ///
+        /// Off, the storage neither publishes nor subscribes: for servers
+        /// whose ACLs forbid `PUBLISH` or `SUBSCRIBE`, or to keep
+        /// propagation at one `poll_interval` by design. Turn it off for the
+        /// whole fleet, or instances that keep it on miss the writes of
+        /// those that do not until their next poll.
+        pub fn notifications(mut self, on: bool) -> Self {
+            self.options.settings = self.options.settings.notifications(on);
+            self
+        }
+
+        /// Answer a coordinator's poll of all its breakers with one script
+        /// call, one round trip (default on; at most 1000 breakers per call,
+        /// larger polls take one call per thousand). Off, a poll costs one
+        /// call per breaker.
+        ///
+        /// With a [`key_prefix`](Self::key_prefix) without a hash tag the
+        /// keys may live in different cluster slots, where one script
+        /// cannot reach them all: on a single server batching works as
+        /// usual; on Redis Cluster the first batch is refused with
+        /// `CROSSSLOT`, answered per breaker instead, and the storage polls
+        /// per breaker from then on.
+        pub fn batched_polling(mut self, on: bool) -> Self {
+            self.options.settings = self.options.settings.batched_polling(on);
+            self
+        }
+
+        /// The client each notice subscription connects with (its own
+        /// connection, in RESP2 subscriber mode), and the connect timeout
+        /// and response timeout of `SUBSCRIBE` and of the keep-alive `PING`
+        /// sent after 15 s of silence. Without one the storage cannot
+        /// subscribe and its coordinator relies on polling alone (the
+        /// scripts still publish, for the instances that do subscribe).
+        ///
+        /// On Redis Cluster give a client for any one node: classic pub/sub
+        /// messages reach every node.
+        pub fn subscriber(mut self, client: redis::Client, timeout: Duration) -> Self {
+            self.options.subscriber = Some(crate::notices::Subscriber { client, timeout });
             self
         }
     };

@@ -1,8 +1,8 @@
-//! The six Lua scripts, their arguments and the parsing of their replies.
+//! The seven Lua scripts, their arguments and the parsing of their replies.
 //!
-//! Every script works on one key (`KEYS[1]`, the breaker's hash), reads the
-//! hash through the same strict loader, and replies with the same nine
-//! values in the same order:
+//! Each of the six operations works on one key (`KEYS[1]`, the breaker's
+//! hash), reads the hash through the same strict loader, and replies with
+//! the same nine values in the same order:
 //!
 //! | # | value | type |
 //! |---|---|---|
@@ -17,11 +17,17 @@
 //! unknown state or schema marker) makes the script fail with an error
 //! whose text starts with `interlock:`; a key of another type fails with
 //! Redis's own `WRONGTYPE`. Nothing is written in either case.
+//!
+//! Every write script takes the notice channel as `ARGV[1]` and, when it
+//! applies a change, publishes `<version> <key>` on it after writing (an
+//! empty channel publishes nothing). The seventh script, `poll`, answers a
+//! whole batched poll: a read or a begin per key, one reply per key, with
+//! an error of one key (`{'err', message}`) kept to that key.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use interlock::storage::{ProbeLease, SharedState};
+use interlock::storage::{PollRequest, ProbeLease, SharedState};
 use interlock::{Outcome, State, Timestamp};
 use redis::{Script, ScriptInvocation, Value};
 
@@ -36,7 +42,6 @@ pub(crate) const MAX_EXACT: u64 = (1 << 53) - 1;
 const MAX_TTL_MS: u64 = 1_000_000_000_000;
 
 const PRELUDE: &str = r"
-local key = KEYS[1]
 local MAX_EXACT = 9007199254740991
 local MAX_U32 = 4294967295
 
@@ -55,7 +60,7 @@ local function int(field, raw, max)
   return n
 end
 
-local function load()
+local function load(key)
   local raw = redis.call('HMGET', key, 'state', 'opened_at', 'version', 'probes_permitted',
     'probes_remaining', 'probes_completed', 'probe_failures', 'probe_slows', 'v')
   local s = { state = 'closed', opened_at = 0, version = 0, permitted = 0, remaining = 0,
@@ -89,9 +94,13 @@ local function load()
   return s
 end
 
+local clock
 local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock
 end
 
 local function bump(version)
@@ -113,12 +122,17 @@ local function digits(n)
   return string.format('%.0f', n)
 end
 
-local function save(s, ttl_ms)
+-- An applied change: rewrite the hash, refresh its lifetime and, unless
+-- the channel is '', publish '<version> <key>' in the same script.
+local function save(key, s, ttl_ms, channel)
   redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
     'version', digits(s.version), 'probes_permitted', digits(s.permitted),
     'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
     'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
   redis.call('PEXPIRE', key, ttl_ms)
+  if channel ~= '' then
+    redis.call('PUBLISH', channel, digits(s.version) .. ' ' .. key)
+  end
 end
 
 local function reply(code, s)
@@ -130,71 +144,109 @@ local function fresh(state, opened_at, version)
   return { state = state, opened_at = opened_at, version = version, permitted = 0,
     remaining = 0, completed = 0, failures = 0, slows = 0 }
 end
+
+local function read(key)
+  local s = load(key)
+  if s.exists then return reply(1, s) end
+  return reply(0, s)
+end
+
+local function begin(key, wait_us, permitted, ttl_ms, channel)
+  local s = load(key)
+  if s.state ~= 'open' then return reply(0, s) end
+  local elapsed = now_us() - s.opened_at
+  if elapsed < 0 then elapsed = 0 end
+  if elapsed < tonumber(wait_us) then return reply(0, s) end
+  local half = fresh('half_open', s.opened_at, bump(s.version))
+  half.permitted = tonumber(permitted)
+  half.remaining = half.permitted
+  save(key, half, ttl_ms, channel)
+  return reply(1, half)
+end
 ";
 
 /// `read`: no arguments.
 const READ: &str = r"
-local s = load()
-if s.exists then return reply(1, s) end
-return reply(0, s)
+return read(KEYS[1])
 ";
 
-/// `trip_open`: ARGV = ttl_ms, expected version or ''.
+/// `trip_open`: ARGV = channel, ttl_ms, expected version or ''.
 const TRIP: &str = r"
-local s = load()
-if fenced_out(s, ARGV[2]) then return reply(0, s) end
+local key = KEYS[1]
+local s = load(key)
+if fenced_out(s, ARGV[3]) then return reply(0, s) end
 if s.state == 'open' then
-  redis.call('PEXPIRE', key, ARGV[1])
+  redis.call('PEXPIRE', key, ARGV[2])
   return reply(0, s)
 end
 local open = fresh('open', now_us(), bump(s.version))
-save(open, ARGV[1])
+save(key, open, ARGV[2], ARGV[1])
 return reply(1, open)
 ";
 
-/// `begin_half_open_if_elapsed`: ARGV = wait_us, permitted, ttl_ms.
+/// `begin_half_open_if_elapsed`: ARGV = channel, wait_us, permitted, ttl_ms.
 const BEGIN: &str = r"
-local s = load()
-if s.state ~= 'open' then return reply(0, s) end
-local elapsed = now_us() - s.opened_at
-if elapsed < 0 then elapsed = 0 end
-if elapsed < tonumber(ARGV[1]) then return reply(0, s) end
-local half = fresh('half_open', s.opened_at, bump(s.version))
-half.permitted = tonumber(ARGV[2])
-half.remaining = half.permitted
-save(half, ARGV[3])
-return reply(1, half)
+return begin(KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[1])
 ";
 
-/// `lease_probe`: ARGV = ttl_ms.
+/// `lease_probe`: ARGV = channel, ttl_ms.
 const LEASE: &str = r"
-local s = load()
+local key = KEYS[1]
+local s = load(key)
 if s.state ~= 'half_open' or s.remaining < 1 then return reply(0, s) end
 s.remaining = s.remaining - 1
 s.version = bump(s.version)
-save(s, ARGV[1])
+save(key, s, ARGV[2], ARGV[1])
 return reply(1, s)
 ";
 
-/// `record_probe`: ARGV = failure (0/1), slow (0/1), ttl_ms.
+/// `record_probe`: ARGV = channel, failure (0/1), slow (0/1), ttl_ms.
 const RECORD: &str = r"
-local s = load()
+local key = KEYS[1]
+local s = load(key)
 if s.state ~= 'half_open' then return reply(0, s) end
 s.completed = add32(s.completed, 1)
-s.failures = add32(s.failures, tonumber(ARGV[1]))
-s.slows = add32(s.slows, tonumber(ARGV[2]))
+s.failures = add32(s.failures, tonumber(ARGV[2]))
+s.slows = add32(s.slows, tonumber(ARGV[3]))
 s.version = bump(s.version)
-save(s, ARGV[3])
+save(key, s, ARGV[4], ARGV[1])
 return reply(1, s)
 ";
 
-/// `close`: ARGV = ttl_ms, expected version or ''.
+/// `close`: ARGV = channel, ttl_ms, expected version or ''.
 const CLOSE: &str = r"
-local s = load()
-if fenced_out(s, ARGV[2]) then return reply(0, s) end
+local key = KEYS[1]
+local s = load(key)
+if fenced_out(s, ARGV[3]) then return reply(0, s) end
 local closed = fresh('closed', 0, bump(s.version))
-save(closed, ARGV[1])
+save(key, closed, ARGV[2], ARGV[1])
 return reply(1, closed)
+";
+
+/// `poll`: a whole batched poll. KEYS = the breakers' hashes; ARGV[1] =
+/// channel; then three values per key: wait_us ('' for a read), permitted,
+/// ttl_ms. Replies with one item per key: the nine values of `read` or
+/// `begin`, or `{'err', message}` when that key alone failed (a corrupt
+/// hash, `WRONGTYPE`), so one bad key never fails the others.
+const POLL: &str = r"
+local channel = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local at = 3 * i - 1
+  local ok, r = pcall(function()
+    local wait = ARGV[at]
+    if wait == '' then return read(key) end
+    return begin(key, wait, ARGV[at + 1], ARGV[at + 2], channel)
+  end)
+  if ok then
+    out[i] = r
+  else
+    if type(r) == 'table' then r = r.err or r.message end
+    out[i] = { 'err', tostring(r) }
+  end
+end
+return out
 ";
 
 struct Scripts {
@@ -204,6 +256,7 @@ struct Scripts {
     lease: Script,
     record: Script,
     close: Script,
+    poll: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
@@ -215,12 +268,13 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         lease: script(LEASE),
         record: script(RECORD),
         close: script(CLOSE),
+        poll: script(POLL),
     }
 });
 
-/// The SHA1 digests of the six scripts, in the order read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close.
-pub(crate) fn digests() -> [&'static str; 6] {
+/// The SHA1 digests of the seven scripts, in the order read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close, poll.
+pub(crate) fn digests() -> [&'static str; 7] {
     let s = &*SCRIPTS;
     [
         s.read.get_hash(),
@@ -229,6 +283,7 @@ pub(crate) fn digests() -> [&'static str; 6] {
         s.lease.get_hash(),
         s.record.get_hash(),
         s.close.get_hash(),
+        s.poll.get_hash(),
     ]
 }
 
@@ -289,14 +344,17 @@ impl Op {
         }
     }
 
-    /// The script call for the hash at `key`.
-    pub(crate) fn invocation(self, key: &str) -> ScriptInvocation<'static> {
+    /// The script call for the hash at `key`; an applied write publishes
+    /// its notice on `channel` (nothing when it is empty).
+    pub(crate) fn invocation(self, key: &str, channel: &str) -> ScriptInvocation<'static> {
         let s: &'static Scripts = &SCRIPTS;
         match self {
             Op::Read => s.read.key(key),
             Op::Trip { ttl, expected } => {
                 let mut inv = s.trip.key(key);
-                inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
+                inv.arg(channel)
+                    .arg(ttl_ms(ttl))
+                    .arg(expected_arg(expected));
                 inv
             }
             Op::Begin {
@@ -305,28 +363,107 @@ impl Op {
                 ttl,
             } => {
                 let mut inv = s.begin.key(key);
-                inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl));
+                inv.arg(channel)
+                    .arg(wait_us(wait))
+                    .arg(permitted)
+                    .arg(ttl_ms(ttl));
                 inv
             }
             Op::Lease { ttl } => {
                 let mut inv = s.lease.key(key);
-                inv.arg(ttl_ms(ttl));
+                inv.arg(channel).arg(ttl_ms(ttl));
                 inv
             }
             Op::Record { outcome, ttl } => {
                 let mut inv = s.record.key(key);
-                inv.arg(u8::from(outcome.is_failure()))
+                inv.arg(channel)
+                    .arg(u8::from(outcome.is_failure()))
                     .arg(u8::from(outcome.is_slow()))
                     .arg(ttl_ms(ttl));
                 inv
             }
             Op::Close { ttl, expected } => {
                 let mut inv = s.close.key(key);
-                inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
+                inv.arg(channel)
+                    .arg(ttl_ms(ttl))
+                    .arg(expected_arg(expected));
                 inv
             }
         }
     }
+}
+
+/// The most breakers one `poll` script call covers: a larger poll is
+/// split into several calls, so no single script holds the server for
+/// long (a thousand hashes take about a millisecond).
+pub(crate) const MAX_BATCH: usize = 1000;
+
+/// The `poll` script call for `requests` (at most [`MAX_BATCH`]), whose
+/// keys `key` makes; applied begins publish on `channel`.
+pub(crate) fn poll_invocation(
+    requests: &[PollRequest<'_>],
+    channel: &str,
+    key: impl Fn(&str) -> String,
+) -> ScriptInvocation<'static> {
+    let s: &'static Scripts = &SCRIPTS;
+    let mut inv = s.poll.prepare_invoke();
+    inv.arg(channel);
+    for request in requests {
+        inv.key(key(request.name()));
+        match *request {
+            PollRequest::BeginHalfOpen {
+                wait,
+                permitted,
+                ttl,
+                ..
+            } => inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl)),
+            // `PollRequest` is non-exhaustive: anything else is a read.
+            _ => inv.arg("").arg(0).arg(0),
+        };
+    }
+    inv
+}
+
+/// The storage operation a poll request stands for, for error messages.
+pub(crate) fn poll_op_name(request: &PollRequest<'_>) -> &'static str {
+    match request {
+        PollRequest::BeginHalfOpen { .. } => "begin_half_open_if_elapsed",
+        _ => "read",
+    }
+}
+
+/// Splits a `poll` reply into one answer per request: a view, or the error
+/// of that request alone. A reply of the wrong shape as a whole (not an
+/// array, or not one item per request) is an error for the whole batch.
+pub(crate) fn parse_poll(
+    requests: &[PollRequest<'_>],
+    value: &Value,
+) -> Result<Vec<Result<SharedState, Error>>, Error> {
+    let items = match value {
+        Value::Array(items) => items.as_slice(),
+        Value::ServerError(e) => return Err(Error::server("poll", e.clone())),
+        _ => return Err(Error::reply("poll", "not an array")),
+    };
+    if items.len() != requests.len() {
+        return Err(Error::reply(
+            "poll",
+            format!("{} answers to {} requests", items.len(), requests.len()),
+        ));
+    }
+    Ok(requests
+        .iter()
+        .zip(items)
+        .map(|(request, item)| {
+            let op = poll_op_name(request);
+            if let Value::Array(pair) = item
+                && let [Value::BulkString(tag), message] = pair.as_slice()
+                && tag.as_slice() == b"err"
+            {
+                return Err(Error::script_item(op, message));
+            }
+            parse(op, item).map(|reply| reply.state)
+        })
+        .collect())
 }
 
 /// A parsed script reply.
@@ -479,6 +616,59 @@ mod tests {
     }
 
     #[test]
+    fn a_poll_reply_is_split_per_request_and_bad_shapes_are_errors() {
+        let reqs = [
+            PollRequest::Read { name: "a" },
+            PollRequest::BeginHalfOpen {
+                name: "b",
+                wait: Duration::ZERO,
+                permitted: 1,
+                ttl: Duration::from_secs(1),
+            },
+            PollRequest::Read { name: "c" },
+        ];
+        let err = |msg: &[u8]| {
+            reply(vec![
+                Value::BulkString(b"err".to_vec()),
+                Value::BulkString(msg.to_vec()),
+            ])
+        };
+        let value = reply(vec![
+            reply(good()),
+            err(b"interlock: field version is out of range (corrupt or foreign breaker hash)"),
+            err(b"WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ]);
+        let answers = parse_poll(&reqs, &value).unwrap();
+        assert_eq!(answers[0].as_ref().unwrap().version, 7);
+        let corrupt = answers[1].as_ref().unwrap_err();
+        assert!(corrupt.is_corrupt());
+        assert_eq!(corrupt.operation(), "begin_half_open_if_elapsed");
+        let wrong = answers[2].as_ref().unwrap_err();
+        assert!(!wrong.is_corrupt() && wrong.redis_error().is_some());
+        assert_eq!(wrong.operation(), "read");
+
+        for bad in [
+            Value::Nil,
+            Value::Int(1),
+            reply(vec![reply(good())]),
+            reply(vec![reply(good()); 4]),
+        ] {
+            let e = parse_poll(&reqs, &bad).unwrap_err();
+            assert_eq!(e.operation(), "poll");
+        }
+        // An item of the wrong shape fails its own answer only.
+        let value = reply(vec![
+            Value::Int(3),
+            reply(vec![Value::BulkString(b"err".to_vec()), Value::Int(1)]),
+            reply(good()),
+        ]);
+        let answers = parse_poll(&reqs, &value).unwrap();
+        assert!(answers[0].as_ref().unwrap_err().is_corrupt());
+        assert!(answers[1].as_ref().unwrap_err().is_corrupt());
+        assert!(answers[2].is_ok());
+    }
+
+    #[test]
     fn durations_round_up_and_are_clamped() {
         assert_eq!(ttl_ms(Duration::ZERO), 1);
         assert_eq!(ttl_ms(Duration::from_micros(1)), 1);
@@ -495,6 +685,6 @@ mod tests {
         let mut d = digests().to_vec();
         d.sort_unstable();
         d.dedup();
-        assert_eq!(d.len(), 6);
+        assert_eq!(d.len(), 7);
     }
 }

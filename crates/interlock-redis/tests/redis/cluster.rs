@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use interlock::State;
 use interlock::storage::contract::{RealTime, asynchronous, blocking, check_storage};
-use interlock::storage::{AsyncStorage, Storage};
+use interlock::storage::{AsyncStorage, PollRequest, SharedState, Storage};
 use interlock_redis::{AsyncRedisStorage, RedisStorage};
 
 use crate::TTL;
-use crate::support::Cluster;
+use crate::support::{Cluster, Inbox, eventually};
 
 fn slot(con: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("CLUSTER")
@@ -59,6 +59,59 @@ fn both_storages_work_on_a_three_node_cluster() {
         assert_eq!(spread.read(&name).unwrap().unwrap().state, State::Open);
     }
 
+    // Batched polls: one script over the tagged keys; over the spread
+    // ones the cluster refuses it (CROSSSLOT) and the storage answers per
+    // key, the same views either way.
+    let names: Vec<String> = (0..20).map(|i| format!("svc-{i}")).collect();
+    let reqs: Vec<PollRequest<'_>> = names
+        .iter()
+        .map(|name| PollRequest::Read { name })
+        .collect();
+    for name in names.iter().step_by(2) {
+        storage.trip_open(name, TTL, None).unwrap();
+    }
+    for s in [&storage, &spread] {
+        for _ in 0..2 {
+            let answers = s.poll_many(&reqs).unwrap();
+            for (name, answer) in names.iter().zip(answers) {
+                let expect = s.read(name).unwrap().unwrap_or_else(SharedState::closed);
+                assert_eq!(answer.unwrap(), expect, "{name}");
+            }
+        }
+    }
+
+    // Notices: published on the node that owns the key, delivered to a
+    // subscriber on any node.
+    let inbox = Inbox::new();
+    let listener = RedisStorage::builder(client.get_connection().unwrap())
+        .subscriber(cluster.nodes[0].client(), Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let spread_listener = RedisStorage::builder(client.get_connection().unwrap())
+        .key_prefix("spread:")
+        .subscriber(cluster.nodes[0].client(), Duration::from_secs(1))
+        .build()
+        .unwrap();
+    assert!(listener.subscribe(inbox.sink()));
+    assert!(spread_listener.subscribe(inbox.sink()));
+    assert!(eventually(Duration::from_secs(5), || inbox.resyncs() == 2));
+    storage.close("pushed", TTL, None).unwrap();
+    for i in 0..20 {
+        spread.close(&format!("svc-{i}"), TTL, None).unwrap();
+    }
+    // The cluster bus may still carry notices published before the
+    // subscriptions (the trips above): only the expected ones are checked.
+    let mut expect: Vec<(String, u64)> = (0..20).map(|i| (format!("svc-{i}"), 2)).collect();
+    expect.push(("pushed".to_owned(), 1));
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let got = inbox.changes();
+            expect.iter().all(|e| got.contains(e))
+        }),
+        "{:?}",
+        inbox.all()
+    );
+
     // The async cluster connection.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -66,12 +119,26 @@ fn both_storages_work_on_a_three_node_cluster() {
         .unwrap();
     rt.block_on(async {
         let con = client.get_async_connection().await.unwrap();
-        let storage = AsyncRedisStorage::builder(con).build().unwrap();
+        let storage = AsyncRedisStorage::builder(con.clone()).build().unwrap();
         asynchronous::version_sequence(&storage, &time).await;
         asynchronous::concurrent_leases_respect_budget(&storage, &time).await;
         let v = AsyncStorage::trip_open(&storage, "payments-async", TTL, None)
             .await
             .unwrap();
         assert_eq!((v.state, v.version), (State::Open, 1));
+        let spread = AsyncRedisStorage::builder(con)
+            .key_prefix("spread:")
+            .build()
+            .unwrap();
+        for s in [&storage, &spread] {
+            let answers = AsyncStorage::poll_many(s, &reqs).await.unwrap();
+            for (name, answer) in names.iter().zip(answers) {
+                let expect = AsyncStorage::read(s, name)
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(SharedState::closed);
+                assert_eq!(answer.unwrap(), expect, "{name}");
+            }
+        }
     });
 }

@@ -14,11 +14,14 @@
 
 mod support;
 
+mod batch;
 mod cluster;
 mod contract;
 mod faults;
 mod fleet;
 mod hostile;
+mod notices;
+mod push;
 
 use std::time::Duration;
 

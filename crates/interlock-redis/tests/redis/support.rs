@@ -199,10 +199,11 @@ impl Server {
 
     /// Commands clients sent since the last `CONFIG RESETSTAT`: every call
     /// except the admin's own (`INFO`, `CONFIG`) and the commands scripts
-    /// run inside `EVALSHA` (`HMGET`, `HSET`, `EXISTS`, `PEXPIRE`, `TIME`).
+    /// run inside `EVALSHA` (`HMGET`, `HSET`, `EXISTS`, `PEXPIRE`, `TIME`,
+    /// `PUBLISH`).
     pub fn client_commands(&self) -> Vec<(String, u64)> {
-        const NOT_SENT: [&str; 7] = [
-            "info", "config", "hmget", "hset", "exists", "pexpire", "time",
+        const NOT_SENT: [&str; 8] = [
+            "info", "config", "hmget", "hset", "exists", "pexpire", "time", "publish",
         ];
         self.command_calls()
             .into_iter()
@@ -211,6 +212,36 @@ impl Server {
                 !NOT_SENT.contains(&base)
             })
             .collect()
+    }
+
+    /// How many clients are in subscriber mode (`CLIENT LIST TYPE pubsub`).
+    pub fn pubsub_clients(&self) -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut self.admin())
+            .expect("CLIENT LIST");
+        list.lines().filter(|l| !l.trim().is_empty()).count()
+    }
+
+    /// Kills every subscriber connection (`CLIENT KILL TYPE pubsub`);
+    /// returns how many there were.
+    pub fn kill_pubsub_clients(&self) -> u64 {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut self.admin())
+            .expect("CLIENT KILL")
+    }
+
+    /// Calls of one command since the last `CONFIG RESETSTAT` (0 if none).
+    pub fn calls_of(&self, command: &str) -> u64 {
+        self.command_calls()
+            .into_iter()
+            .find(|(name, _)| name == command)
+            .map_or(0, |(_, calls)| calls)
     }
 
     pub fn reset_stats(&self) {
@@ -297,6 +328,69 @@ impl Cluster {
 
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(Server::url).collect()
+    }
+}
+
+/// What a [`NoticeSink`](interlock::storage::NoticeSink) received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    Resync,
+    Changed(String, u64),
+}
+
+/// A notice handler that records what it receives, standing in for a
+/// coordinator; dropping it is the coordinator going away.
+pub struct Inbox {
+    handler: Arc<interlock::storage::NoticeHandler>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Inbox {
+    pub fn new() -> Inbox {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let handler: Arc<interlock::storage::NoticeHandler> =
+            Arc::new(move |n: interlock::storage::Notice<'_>| {
+                let item = match n {
+                    interlock::storage::Notice::Changed { name, version } => {
+                        Seen::Changed(name.to_owned(), version)
+                    }
+                    interlock::storage::Notice::Resync => Seen::Resync,
+                    _ => return,
+                };
+                log.lock().unwrap().push(item);
+            });
+        Inbox { handler, seen }
+    }
+
+    pub fn sink(&self) -> interlock::storage::NoticeSink {
+        interlock::storage::NoticeSink::new(&self.handler)
+    }
+
+    pub fn all(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    pub fn resyncs(&self) -> usize {
+        self.all().iter().filter(|s| **s == Seen::Resync).count()
+    }
+
+    /// The `Changed` notices received, in order.
+    pub fn changes(&self) -> Vec<(String, u64)> {
+        self.all()
+            .into_iter()
+            .filter_map(|s| match s {
+                Seen::Changed(name, version) => Some((name, version)),
+                Seen::Resync => None,
+            })
+            .collect()
+    }
+
+    /// Waits (up to 5 s) until a `Changed` notice for `name` arrived.
+    pub fn wait_for(&self, name: &str) -> bool {
+        eventually(Duration::from_secs(5), || {
+            self.changes().iter().any(|(n, _)| n == name)
+        })
     }
 }
 

@@ -1,0 +1,303 @@
+//! Change notices: the subscription that turns the scripts' `PUBLISH`es
+//! into [`Notice`]s for a coordinator.
+//!
+//! Every script that applies a change publishes `<version> <key>` on the
+//! channel `<key_prefix>notices`, atomically with the change. A
+//! subscription listens on its own connection (a thread for the blocking
+//! storage, a tokio task for the async one), delivers [`Notice::Resync`]
+//! each time it is (re)established, [`Notice::Changed`] for each notice,
+//! and on a dropped connection waits the storage's retry delay and
+//! subscribes again. It ends once the sink reports its coordinator gone,
+//! which it checks at least every [`TICK`].
+
+use std::time::Duration;
+
+use interlock::storage::{Notice, NoticeSink, StorageSettings};
+use interlock::{Clock, MonotonicClock};
+
+use crate::key::decode_name;
+
+/// How long a listener waits for a message before it checks that its
+/// coordinator still listens.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Silence after which a listener pings the server, so a connection that
+/// died without a word (a network partition) is noticed and replaced.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Where a storage opens its subscriptions.
+#[derive(Clone, Debug)]
+pub(crate) struct Subscriber {
+    pub(crate) client: redis::Client,
+    /// Connect timeout, and the response timeout of `SUBSCRIBE` and `PING`.
+    pub(crate) timeout: Duration,
+}
+
+/// What one subscription needs: where to connect, what to listen to, how
+/// to decode it and how long to wait between attempts.
+#[derive(Clone, Debug)]
+pub(crate) struct Listener {
+    pub(crate) subscriber: Subscriber,
+    pub(crate) channel: String,
+    pub(crate) prefix: String,
+    pub(crate) settings: StorageSettings,
+    pub(crate) sink: NoticeSink,
+}
+
+/// How a subscription ended.
+enum Ended {
+    /// The coordinator is gone: stop for good.
+    SinkGone,
+    /// The connection failed or dropped: wait, then subscribe again.
+    /// `established` tells whether it had been subscribed (which resets
+    /// the backoff).
+    Dropped { established: bool },
+}
+
+/// A notice's payload, `<version> <key>`, as the breaker's name and
+/// version; `None` for anything else (a key outside `prefix`, a stranger's
+/// message on our channel), which is ignored.
+pub(crate) fn parse_payload(prefix: &str, payload: &[u8]) -> Option<(String, u64)> {
+    let space = payload.iter().position(|&b| b == b' ')?;
+    let (digits, key) = (&payload[..space], &payload[space + 1..]);
+    if digits.is_empty() || digits.len() > 16 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let version = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let name = key.strip_prefix(prefix.as_bytes())?;
+    Some((decode_name(name)?, version))
+}
+
+impl Listener {
+    /// Delivers one message's notice; `false` once the coordinator is gone.
+    fn deliver(&self, channel: &[u8], payload: &[u8]) -> bool {
+        if channel != self.channel.as_bytes() {
+            return self.sink.is_alive();
+        }
+        match parse_payload(&self.prefix, payload) {
+            Some((name, version)) => self.sink.deliver(Notice::Changed {
+                name: &name,
+                version,
+            }),
+            None => self.sink.is_alive(),
+        }
+    }
+
+    /// The wait before the next attempt after `failures` consecutive
+    /// failed ones: the storage's retry delay, with its deterministic
+    /// jitter keyed by the channel.
+    fn backoff(&self, failures: u32) -> Duration {
+        self.settings.retry_delay_with_jitter(
+            failures,
+            &self.channel,
+            MonotonicClock.now().as_nanos(),
+        )
+    }
+
+    /// Runs the blocking subscription until the coordinator is gone.
+    pub(crate) fn run_blocking(self) {
+        let mut failures = 0u32;
+        loop {
+            match self.session_blocking() {
+                Ended::SinkGone => return,
+                Ended::Dropped { established } => {
+                    if established {
+                        failures = 0;
+                    }
+                }
+            }
+            let delay = self.backoff(failures);
+            failures = failures.saturating_add(1);
+            if !self.wait_blocking(delay) {
+                return;
+            }
+        }
+    }
+
+    /// Waits `delay` in slices of [`TICK`]; `false` if the coordinator
+    /// went away meanwhile.
+    fn wait_blocking(&self, delay: Duration) -> bool {
+        let deadline = MonotonicClock.now().saturating_add(delay);
+        loop {
+            if !self.sink.is_alive() {
+                return false;
+            }
+            let now = MonotonicClock.now();
+            if now >= deadline {
+                return true;
+            }
+            std::thread::park_timeout(deadline.saturating_duration_since(now).min(TICK));
+        }
+    }
+
+    fn session_blocking(&self) -> Ended {
+        const FAILED: Ended = Ended::Dropped { established: false };
+        let timeout = self.subscriber.timeout;
+        let Ok(mut con) = self.subscriber.client.get_connection_with_timeout(timeout) else {
+            return FAILED;
+        };
+        if con.set_write_timeout(Some(timeout)).is_err()
+            || con.set_read_timeout(Some(timeout)).is_err()
+        {
+            return FAILED;
+        }
+        let mut pubsub = con.as_pubsub();
+        if pubsub.subscribe(&self.channel).is_err() || pubsub.set_read_timeout(Some(TICK)).is_err()
+        {
+            return FAILED;
+        }
+        if !self.sink.deliver(Notice::Resync) {
+            return Ended::SinkGone;
+        }
+        const DROPPED: Ended = Ended::Dropped { established: true };
+        let mut quiet_since = MonotonicClock.now();
+        loop {
+            match pubsub.get_message() {
+                Ok(msg) => {
+                    quiet_since = MonotonicClock.now();
+                    if !self.deliver(msg.get_channel_name().as_bytes(), msg.get_payload_bytes()) {
+                        return Ended::SinkGone;
+                    }
+                }
+                Err(e) if e.is_timeout() => {
+                    if !self.sink.is_alive() {
+                        return Ended::SinkGone;
+                    }
+                    let now = MonotonicClock.now();
+                    if now.saturating_duration_since(quiet_since) >= KEEPALIVE {
+                        quiet_since = now;
+                        let alive = pubsub.set_read_timeout(Some(timeout)).is_ok()
+                            && pubsub.ping::<redis::Value>().is_ok()
+                            && pubsub.set_read_timeout(Some(TICK)).is_ok();
+                        if !alive {
+                            return DROPPED;
+                        }
+                    }
+                }
+                Err(_) => return DROPPED,
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+mod task {
+    use futures_util::StreamExt;
+    use interlock::storage::Notice;
+    use interlock::{Clock, MonotonicClock};
+
+    use super::{Ended, KEEPALIVE, Listener, TICK};
+
+    impl Listener {
+        /// Runs the async subscription until the coordinator is gone.
+        pub(crate) async fn run_async(self) {
+            let mut failures = 0u32;
+            loop {
+                match self.session_async().await {
+                    Ended::SinkGone => return,
+                    Ended::Dropped { established } => {
+                        if established {
+                            failures = 0;
+                        }
+                    }
+                }
+                let mut left = self.backoff(failures);
+                failures = failures.saturating_add(1);
+                while !left.is_zero() {
+                    if !self.sink.is_alive() {
+                        return;
+                    }
+                    let step = left.min(TICK);
+                    tokio::time::sleep(step).await;
+                    left = left.saturating_sub(step);
+                }
+            }
+        }
+
+        async fn session_async(&self) -> Ended {
+            const FAILED: Ended = Ended::Dropped { established: false };
+            let timeout = self.subscriber.timeout;
+            let connect = self.subscriber.client.get_async_pubsub();
+            let Ok(Ok(mut pubsub)) = tokio::time::timeout(timeout, connect).await else {
+                return FAILED;
+            };
+            let subscribe = pubsub.subscribe(&self.channel);
+            let Ok(Ok(())) = tokio::time::timeout(timeout, subscribe).await else {
+                return FAILED;
+            };
+            if !self.sink.deliver(Notice::Resync) {
+                return Ended::SinkGone;
+            }
+            const DROPPED: Ended = Ended::Dropped { established: true };
+            let (mut control, mut messages) = pubsub.split();
+            let mut quiet_since = MonotonicClock.now();
+            loop {
+                match tokio::time::timeout(TICK, messages.next()).await {
+                    Ok(Some(msg)) => {
+                        quiet_since = MonotonicClock.now();
+                        let channel = msg.get_channel_name().as_bytes();
+                        if !self.deliver(channel, msg.get_payload_bytes()) {
+                            return Ended::SinkGone;
+                        }
+                    }
+                    Ok(None) => return DROPPED,
+                    Err(_) => {
+                        if !self.sink.is_alive() {
+                            return Ended::SinkGone;
+                        }
+                        let now = MonotonicClock.now();
+                        if now.saturating_duration_since(quiet_since) >= KEEPALIVE {
+                            quiet_since = now;
+                            let ping = control.ping::<redis::Value>();
+                            if !matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_))) {
+                                return DROPPED;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_decode_to_name_and_version() {
+        let p = "interlock:{cb}:";
+        assert_eq!(
+            parse_payload(p, b"7 interlock:{cb}:payments"),
+            Some(("payments".to_owned(), 7))
+        );
+        assert_eq!(
+            parse_payload(p, b"1 interlock:{cb}:a%7Bb%7D c"),
+            Some(("a{b} c".to_owned(), 1))
+        );
+        assert_eq!(
+            parse_payload(p, b"3 interlock:{cb}:"),
+            Some((String::new(), 3))
+        );
+    }
+
+    #[test]
+    fn anything_else_on_the_channel_is_ignored() {
+        let p = "interlock:{cb}:";
+        for bad in [
+            &b""[..],
+            b"7",
+            b"7interlock:{cb}:x",
+            b" interlock:{cb}:x",
+            b"-1 interlock:{cb}:x",
+            b"1.5 interlock:{cb}:x",
+            b"99999999999999999 interlock:{cb}:x",
+            b"7 other:{cb}:x",
+            b"7 interlock:{cb}:%zz",
+            b"7 interlock:{cb}:\xff",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(parse_payload(p, bad), None, "{bad:?}");
+        }
+    }
+}
