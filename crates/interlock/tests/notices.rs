@@ -97,6 +97,8 @@ fn a_notice_brings_another_instances_trip_without_a_poll() {
     let on_b = breaker(&b, &clock, "payments");
     let bystander = breaker(&b, &clock, "search");
     assert!(a.is_subscribed() && b.is_subscribed());
+    a.run_writes(); // the newcomers' first polls
+    b.run_writes();
 
     trip(&on_a, &a);
     let before = storage.operations();
@@ -121,6 +123,30 @@ fn a_notice_brings_another_instances_trip_without_a_poll() {
 }
 
 #[test]
+fn a_breaker_created_after_the_fleet_tripped_learns_it_without_waiting_for_a_poll() {
+    for notifications in [true, false] {
+        let clock = ManualClock::new();
+        let storage = storage(&clock, notifications, true);
+        storage.trip_open("payments", Duration::from_secs(60), None);
+        let lane = Coordinator::manual(storage.clone());
+        let late = breaker(&lane, &clock, "payments");
+        let before = storage.operations();
+        lane.run_writes(); // no poll: the join queued the newcomer's first read
+        assert_eq!(
+            storage.operations() - before,
+            StorageOps {
+                reads: 1,
+                ..StorageOps::default()
+            }
+        );
+        assert!(rejects(&late), "notifications {notifications}");
+        let before = storage.operations();
+        lane.run_writes();
+        assert_eq!(storage.operations() - before, StorageOps::default(), "once");
+    }
+}
+
+#[test]
 fn with_notifications_off_a_change_waits_for_the_poll() {
     let clock = ManualClock::new();
     let storage = storage(&clock, false, true);
@@ -131,6 +157,8 @@ fn with_notifications_off_a_change_waits_for_the_poll() {
     let on_a = breaker(&a, &clock, "payments");
     let on_b = breaker(&b, &clock, "payments");
     assert!(!a.is_subscribed() && !b.is_subscribed());
+    a.run_writes(); // the newcomers' first polls
+    b.run_writes();
 
     trip(&on_a, &a);
     b.run_writes();
@@ -380,6 +408,7 @@ fn resync_polls_every_breaker_and_a_changed_notice_only_its_own() {
         1,
         "one subscription per lane"
     );
+    lane.run_writes(); // the newcomers' first polls
     let ttl = Duration::from_secs(60);
     storage.inner.trip_open("dep-0", ttl, None);
     storage.inner.trip_open("dep-1", ttl, None);

@@ -261,12 +261,20 @@ impl Lane {
     }
 
     /// Adds a breaker and starts the lane if it has not started yet.
+    ///
+    /// The newcomer's first poll is queued at once (run at the lane's next
+    /// wake, or the next `run_writes` of a manual coordinator): a breaker
+    /// created while the fleet has its state OPEN must not wait a whole
+    /// `poll_interval` to learn it.
     pub(crate) fn attach(self: &Arc<Self>, breaker: Weak<Inner>) {
         let mut st = self.state();
-        st.members.push(breaker);
+        st.members.push(breaker.clone());
+        // No version a storage can announce: the refresh always reads.
+        st.refresh.push((breaker, u64::MAX));
         drop(st);
         self.ensure_subscribed();
         self.ensure_running();
+        self.wake();
     }
 
     /// Whether the storage pushes change notices to this lane.
