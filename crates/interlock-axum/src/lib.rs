@@ -38,12 +38,18 @@
 //!     Ok("[]".to_owned())
 //! }
 //!
-//! // Both routes share one breaker: they depend on the same database.
-//! async fn list(db: Breaker<OrdersDb>) -> Result<String, GuardError<String>> {
-//!     Ok(db.call_async(fetch_orders).await.map_err(|e| e.map_inner(|e| e.to_string()))?)
+//! // The database's own errors answer 502 (`GuardError::Inner` answers with
+//! // whatever its error turns into); a rejection answers 503.
+//! fn bad_gateway(e: std::io::Error) -> (StatusCode, String) {
+//!     (StatusCode::BAD_GATEWAY, e.to_string())
 //! }
-//! async fn count(db: Breaker<OrdersDb>) -> Result<String, GuardError<String>> {
-//!     let orders = db.call_async(fetch_orders).await.map_err(|e| e.map_inner(|e| e.to_string()))?;
+//!
+//! // Both routes share one breaker: they depend on the same database.
+//! async fn list(db: Breaker<OrdersDb>) -> Result<String, GuardError<(StatusCode, String)>> {
+//!     Ok(db.call_async(fetch_orders).await.map_err(|e| e.map_inner(bad_gateway))?)
+//! }
+//! async fn count(db: Breaker<OrdersDb>) -> Result<String, GuardError<(StatusCode, String)>> {
+//!     let orders = db.call_async(fetch_orders).await.map_err(|e| e.map_inner(bad_gateway))?;
 //!     Ok(orders.len().to_string())
 //! }
 //!

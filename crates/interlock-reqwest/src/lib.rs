@@ -143,6 +143,23 @@ struct Shared<M> {
 /// see the [crate docs](crate).
 ///
 /// Cloning is cheap and shares the breakers.
+///
+/// ```
+/// use interlock::http::BuildError;
+/// use interlock::{Config, Registry};
+/// use interlock_reqwest::CircuitBreakerMiddleware;
+///
+/// // Two clients, one breaker per host between them: share a registry.
+/// let hosts = Registry::builder().config(Config::builder().minimum_number_of_calls(20).build()?).build()?;
+/// let a = CircuitBreakerMiddleware::builder().registry(hosts.clone()).build()?;
+/// let b = CircuitBreakerMiddleware::builder().registry(hosts.clone()).build()?;
+/// assert!(a.registry().get("api.example.com:443").ptr_eq(&b.registry().get("api.example.com:443")));
+///
+/// // The shared registry owns the breakers' config: setting it here too is refused.
+/// let err = CircuitBreakerMiddleware::builder().registry(hosts).config(Config::default()).build();
+/// assert!(matches!(err, Err(BuildError::SharedRegistry { option: "config" })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct CircuitBreakerMiddleware<M = Local> {
     shared: Arc<Shared<M>>,
 }

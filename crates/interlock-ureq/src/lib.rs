@@ -152,6 +152,21 @@ struct Shared<M> {
 /// see the [crate docs](crate).
 ///
 /// Cloning is cheap and shares the breakers.
+///
+/// ```
+/// use interlock::{Config, SlidingWindow, State};
+/// use interlock_ureq::CircuitBreakerMiddleware;
+///
+/// let breakers = CircuitBreakerMiddleware::builder()
+///     .config(Config::builder().sliding_window(SlidingWindow::count(50)).minimum_number_of_calls(20).build()?)
+///     .initial_state(State::MetricsOnly) // shadow mode: count, never reject
+///     .build()?;
+/// let agent = ureq::Agent::config_builder().middleware(breakers.clone()).build().new_agent();
+/// # let _ = agent;
+/// // Nothing sent yet: no host, no breaker.
+/// assert!(breakers.registry().is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct CircuitBreakerMiddleware<M = Local> {
     shared: Arc<Shared<M>>,
 }

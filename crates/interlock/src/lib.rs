@@ -53,6 +53,18 @@
 //! No feature is on by default, and without features the crate has no
 //! dependencies.
 //!
+//! # Guides
+//!
+//! The long-form guides live in the repository's `docs/` folder: getting
+//! started, configuration (every knob and its default), states and operator
+//! controls with the safe-rollout procedure, failure classification,
+//! timeout, retries and the pipeline, integrations, web frameworks,
+//! observability, coordinated state, known limits, performance,
+//! correctness, a comparison with other crates and migration guides (from
+//! the Python original name by name, and from failsafe, recloser and
+//! tower-resilience). Their examples run as the doctests of the
+//! workspace's `interlock-guide` crate.
+//!
 //! # Minimum supported Rust version
 //!
 //! Rust 1.85. Raising it is a minor-version change.

@@ -317,6 +317,23 @@ impl<M: Mode> Registry<M> {
     }
 
     /// The breakers created so far, in creation order (a point-in-time copy).
+    ///
+    /// The handles have the default [`Local`] type whatever the registry's
+    /// mode, so one function can list any registry (the admin dashboard
+    /// does). Use them to read state and for operator controls; a
+    /// coordinated breaker's calls belong on the handles [`get`](Self::get)
+    /// returns, whose type allows only the API its storage serves.
+    ///
+    /// ```
+    /// use interlock::Registry;
+    ///
+    /// let registry = Registry::new();
+    /// let _ = registry.get("search").call(|| Ok::<_, std::io::Error>(()));
+    /// for (name, breaker) in registry.items() {
+    ///     breaker.metrics_only(); // e.g. a bulk operator action
+    ///     assert_eq!((name.as_str(), breaker.snapshot().total_calls), ("search", 1));
+    /// }
+    /// ```
     #[must_use]
     pub fn items(&self) -> Vec<(String, CircuitBreaker)> {
         self.all()

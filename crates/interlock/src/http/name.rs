@@ -10,6 +10,20 @@ use std::fmt;
 /// `Fn(&R) -> String`. The name is the registry key and the name in every
 /// rejection and listener event, so derive it here rather than renaming
 /// things in a listener.
+///
+/// ```
+/// use interlock::http::{HostAndPort, NameResolver};
+///
+/// // One breaker per upstream service behind a gateway: the first path segment.
+/// let by_service = |request: &http::Request<()>| {
+///     let service = request.uri().path().split('/').nth(1).unwrap_or_default();
+///     format!("gateway/{service}")
+/// };
+/// let request = http::Request::get("https://gateway.internal/billing/invoices").body(())?;
+/// assert_eq!(by_service.resolve(&request).as_deref(), Some("gateway/billing"));
+/// assert_eq!(HostAndPort.resolve(&request).as_deref(), Some("gateway.internal:443"));
+/// # Ok::<(), http::Error>(())
+/// ```
 pub trait NameResolver<R>: Send + Sync + 'static {
     /// The breaker name for `request`, or `None` if it has no identity (it
     /// is then refused with [`NameError::MissingHost`]).

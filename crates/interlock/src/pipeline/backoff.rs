@@ -58,6 +58,19 @@ impl Iterator for Constant {
 
 /// `initial`, then each delay `factor` times the one before (default 2),
 /// never above `max` (default unbounded).
+///
+/// ```
+/// use interlock::pipeline::backoff::Exponential;
+/// use std::time::Duration;
+///
+/// let delays: Vec<u64> = Exponential::new(Duration::from_millis(100))
+///     .factor(3)
+///     .max(Duration::from_secs(1))
+///     .take(5)
+///     .map(|d| d.as_millis() as u64)
+///     .collect();
+/// assert_eq!(delays, [100, 300, 900, 1_000, 1_000]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Exponential {
     next: Duration,

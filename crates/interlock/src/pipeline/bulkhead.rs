@@ -374,6 +374,19 @@ impl Drop for AsyncSlot<'_> {
 }
 
 /// A [`Bulkhead`] had no free slot (the Python port's `BulkheadFullError`).
+///
+/// ```
+/// use interlock::pipeline::{Bulkhead, Pipeline, PipelineError};
+///
+/// // One slot: a call made from inside a call finds it taken.
+/// let pipeline = Pipeline::builder().bulkhead(Bulkhead::builder(1).name("db").build()?).build();
+/// let inner = pipeline.clone();
+/// let nested = pipeline.call(move || Ok::<_, std::io::Error>(inner.call(|| Ok::<_, std::io::Error>(()))))?;
+/// let Err(PipelineError::BulkheadFull(full)) = nested else { panic!("the slot was free") };
+/// assert_eq!((full.name(), full.max_concurrent()), ("db", 1));
+/// assert_eq!(full.to_string(), "bulkhead 'db' is full (1 calls in flight)");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Full {
     name: Arc<str>,

@@ -631,6 +631,24 @@ impl<E> From<CallError<E>> for PipelineError<E> {
 /// Decides which errors a [`Retry`] retries or a [`Fallback`] handles.
 ///
 /// Implemented for every `Fn(&PipelineError<E>) -> bool + Send + Sync + 'static`.
+///
+/// ```
+/// use interlock::pipeline::{ManualSleeper, Pipeline, PipelineError, Retry};
+/// use interlock::ManualClock;
+/// use std::io::{Error, ErrorKind};
+///
+/// // Retry timeouts and the call's own "interrupted" errors, nothing else.
+/// let retry = Retry::builder(3)
+///     .when(|e: &PipelineError<Error>| {
+///         e.is_timeout() || e.inner().is_some_and(|io| io.kind() == ErrorKind::Interrupted)
+///     })
+///     .sleeper(ManualSleeper::new(ManualClock::new()))
+///     .build()?;
+/// let pipeline = Pipeline::builder().retry(retry).build();
+/// let err = pipeline.call(|| Err::<(), _>(Error::from(ErrorKind::PermissionDenied)));
+/// assert!(err.unwrap_err().is_inner()); // not selected: not retried, returned as it was
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
 pub trait Predicate<E>: Send + Sync + 'static {
     /// Whether `error` is one this predicate selects.
     fn test(&self, error: &PipelineError<E>) -> bool;
