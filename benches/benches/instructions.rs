@@ -27,14 +27,17 @@ use std::hint::black_box;
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use interlock::{Clock, CoarseClock, MonotonicClock};
-use interlock_benches::SyncBreaker;
 use interlock_benches::ours::{self, Breaker, HalfOpen, RegistryHit};
+use interlock_benches::{SyncBreaker, peers};
 
 // One successful call through a closed breaker (default config: count window 100,
-// slow-call detection on), on each clock.
+// slow-call detection on, warmed until the window is full of successes), on each clock;
+// and one with a failure among the last 100 calls (the success is then recorded under
+// the lock).
 #[library_benchmark]
 #[bench::monotonic_clock(ours::closed())]
 #[bench::coarse_clock(ours::closed_coarse())]
+#[bench::coarse_clock_failure_in_window(ours::closed_coarse_failure_in_window())]
 fn closed_call(breaker: Breaker) -> (bool, Breaker) {
     let admitted = black_box(&breaker).call();
     (admitted, breaker)
@@ -47,6 +50,29 @@ fn closed_call(breaker: Breaker) -> (bool, Breaker) {
 fn rejected_call(breaker: Breaker) -> (bool, Breaker) {
     let admitted = black_box(&breaker).call();
     (admitted, breaker)
+}
+
+// The same two calls through the fastest peers (recloser closed, failsafe and recloser
+// rejected), for a load-independent comparison. Called through a `Box<dyn SyncBreaker>`
+// (failsafe's setup returns an opaque type): one indirect call more than the rows above.
+#[library_benchmark]
+#[bench::recloser(boxed(peers::recloser::closed()))]
+#[bench::failsafe(boxed(peers::failsafe::closed()))]
+fn peer_closed_call(breaker: Box<dyn SyncBreaker>) -> (bool, Box<dyn SyncBreaker>) {
+    let admitted = black_box(&breaker).call();
+    (admitted, breaker)
+}
+
+#[library_benchmark]
+#[bench::recloser(boxed(peers::recloser::rejected()))]
+#[bench::failsafe(boxed(peers::failsafe::rejected()))]
+fn peer_rejected_call(breaker: Box<dyn SyncBreaker>) -> (bool, Box<dyn SyncBreaker>) {
+    let admitted = black_box(&breaker).call();
+    (admitted, breaker)
+}
+
+fn boxed(b: impl SyncBreaker + 'static) -> Box<dyn SyncBreaker> {
+    Box::new(b)
 }
 
 // One HALF_OPEN admission: `acquire()` then drop of the permit (the slot comes back).
@@ -84,6 +110,8 @@ library_benchmark_group!(
     benchmarks = [
         closed_call,
         rejected_call,
+        peer_closed_call,
+        peer_rejected_call,
         half_open_admission,
         registry_hit,
         clock_monotonic,

@@ -5,7 +5,8 @@
 //! `build`), `CircuitBreaker::call(|| ..)`, `CircuitBreaker::acquire()` (a permit; dropping it
 //! unused gives its probe slot back), `CircuitBreaker::state()`, `ManualClock`.
 //!
-//! - `closed`: the default config (count window of 100, slow-call detection on).
+//! - `closed`: the default config (count window of 100, slow-call detection on), warmed with
+//!   200 successful calls (window full).
 //! - `rejected`: tripped by one failure (`minimum_number_of_calls(1)`) with a one-hour open
 //!   wait, so each rejection computes its `retry_after` like the peers that trip on failures.
 //! - `half_open`: tripped on a `ManualClock`, moved past the open wait, then each `call` is
@@ -32,7 +33,7 @@ pub const NAME: &str = "interlock";
 /// Name used in benchmark ids for interlock on [`CoarseClock`].
 pub const NAME_COARSE: &str = "interlock-coarse";
 
-/// An interlock breaker; `call` runs [`crate::ok`] through it.
+/// An interlock breaker; `call` runs `ok` through it.
 #[derive(Debug)]
 pub struct Breaker(CircuitBreaker);
 
@@ -57,7 +58,12 @@ fn build_on(config: Config, clock: impl Clock) -> CircuitBreaker {
 
 fn closed_on(clock: impl Clock) -> Breaker {
     let b = Breaker(build_on(Config::default(), clock));
-    assert!(b.call(), "interlock: a fresh breaker must admit calls");
+    // Steady state: the count window (100) full of successes, as after any
+    // warm-up, so a single measured call (`instructions`) sees what a long
+    // run does.
+    for _ in 0..200 {
+        assert!(b.call(), "interlock: a closed breaker must admit calls");
+    }
     b
 }
 
@@ -90,6 +96,22 @@ pub fn closed() -> Breaker {
 #[must_use]
 pub fn closed_coarse() -> Breaker {
     closed_on(CoarseClock)
+}
+
+/// [`closed_coarse`] with one failure among the last 100 calls: a success
+/// then changes the window's counts (it is recorded under the breaker's lock),
+/// unlike in a window full of successes. Instruction counts only: the failure
+/// leaves the window after 100 calls.
+///
+/// # Panics
+/// If the breaker rejects a call or trips.
+#[must_use]
+pub fn closed_coarse_failure_in_window() -> Breaker {
+    let b = closed_on(CoarseClock);
+    let _ = b.0.call(fail);
+    assert_eq!(b.0.state(), State::Closed, "interlock: one failure tripped");
+    assert_eq!(b.0.snapshot().failed_calls, 1);
+    b
 }
 
 /// Tripped by one failure with a one-hour open wait: every call is rejected.

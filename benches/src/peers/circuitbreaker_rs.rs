@@ -29,7 +29,7 @@ use crate::{OpError, SyncBreaker, ok};
 /// Name used in benchmark ids.
 pub const NAME: &str = "circuitbreaker-rs";
 
-/// A circuitbreaker-rs breaker; `call` runs [`crate::ok`] through it.
+/// A circuitbreaker-rs breaker; `call` runs `ok` through it.
 #[derive(Clone)]
 pub struct Breaker(CircuitBreaker<DefaultPolicy, OpError>);
 

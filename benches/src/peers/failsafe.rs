@@ -28,7 +28,7 @@ use crate::{SyncBreaker, fail, ok};
 /// Name used in benchmark ids.
 pub const NAME: &str = "failsafe";
 
-/// A failsafe breaker with any failure policy; `call` runs [`crate::ok`] through it.
+/// A failsafe breaker with any failure policy; `call` runs `ok` through it.
 #[derive(Debug)]
 pub struct Breaker<P>(StateMachine<P, ()>);
 

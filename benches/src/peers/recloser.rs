@@ -26,7 +26,7 @@ use crate::{SyncBreaker, fail, ok};
 /// Name used in benchmark ids.
 pub const NAME: &str = "recloser";
 
-/// A recloser; `call` runs [`crate::ok`] through it.
+/// A recloser; `call` runs `ok` through it.
 #[derive(Debug)]
 pub struct Breaker(Recloser);
 

@@ -42,7 +42,7 @@ const TRIP: u64 = u64::MAX;
 
 type Out = Result<u64, OpError>;
 
-/// The protected service: answers [`crate::ok`] at once (fails only for [`TRIP`]).
+/// The protected service: answers `ok` at once (fails only for `TRIP`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OkService;
 
@@ -54,7 +54,7 @@ impl Service<u64> for OkService {
     }
 }
 
-/// A service that never answers (fails at once for [`TRIP`]).
+/// A service that never answers (fails at once for `TRIP`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NeverService;
 

@@ -40,7 +40,7 @@ pub const NAME: &str = "tower-resilience";
 /// but the detection (timing each call, counting slow ones) is on.
 const SLOW_CALL: Duration = Duration::from_secs(1);
 
-/// The protected service: answers [`crate::ok`] at once.
+/// The protected service: answers `ok` at once.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OkService;
 

@@ -95,15 +95,21 @@ impl State {
         self as u64
     }
 
+    /// The state in the low three bits of `bits` (a table lookup: this
+    /// runs on every admission).
+    #[inline]
     pub(crate) const fn from_bits(bits: u64) -> State {
-        match bits & 7 {
-            0 => State::Closed,
-            1 => State::Open,
-            2 => State::HalfOpen,
-            3 => State::ForcedOpen,
-            4 => State::Disabled,
-            _ => State::MetricsOnly,
-        }
+        const BY_BITS: [State; 8] = [
+            State::Closed,
+            State::Open,
+            State::HalfOpen,
+            State::ForcedOpen,
+            State::Disabled,
+            State::MetricsOnly,
+            State::MetricsOnly,
+            State::MetricsOnly,
+        ];
+        BY_BITS[(bits & 7) as usize]
     }
 }
 
@@ -591,6 +597,36 @@ impl Machine {
         }
     }
 
+    /// Whether recording a plain [`Outcome::Success`] (neither failed nor
+    /// slow) of the current generation would change nothing at all: no
+    /// transition, no count, no policy memory. The breaker publishes this
+    /// next to its state so that such a success can settle without its lock
+    /// (`Inner::settle` in `breaker/mod.rs`); the rule itself lives here, with
+    /// every other decision.
+    ///
+    /// True only in CLOSED with a count window full of successes:
+    /// - the window: a success evicts a success (the ring turns, but every
+    ///   slot holds the same outcome, so the window is the same) and the
+    ///   totals stay `n / 0 / 0`;
+    /// - the rate rules: a failure rate and a slow-call rate of zero never
+    ///   reach a threshold (both are validated to be above zero);
+    /// - the trip policy's memory: the failure rate keeps none,
+    ///   `failures_within` ignores successes, and a `consecutive_failures`
+    ///   run is above zero only when the latest CLOSED outcome failed, which
+    ///   the window then still holds (entering CLOSED clears both), so here
+    ///   the run is already zero, as a success would leave it.
+    ///
+    /// Never with a time window: a success lands in the current second's
+    /// bucket.
+    pub(crate) fn success_is_noop(&self) -> bool {
+        let quiet = self.state == State::Closed
+            && matches!(&self.window, Window::Count(w) if w.full_of_successes());
+        debug_assert!(
+            !quiet || !matches!(self.trip, TripState::Consecutive { count, .. } if count > 0)
+        );
+        quiet
+    }
+
     /// Only the consecutive-successes policy restarts a stalled round.
     fn round_stalled(&self, now: Timestamp) -> bool {
         matches!(
@@ -701,5 +737,83 @@ impl Machine {
         }
         self.state = to;
         (from != to).then_some(Transition { from, to })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SlidingWindow;
+
+    fn machine(window: SlidingWindow, trip: TripPolicy) -> Machine {
+        let config = Config::builder()
+            .sliding_window(window)
+            .minimum_number_of_calls(2)
+            .trip_policy(trip)
+            .build()
+            .unwrap();
+        Machine::new(config, State::Closed).unwrap()
+    }
+
+    fn record(m: &mut Machine, outcome: Outcome) -> Option<Transition> {
+        let (admission, _) = m.try_acquire(Timestamp::ZERO).unwrap();
+        m.record(Timestamp::ZERO, admission, outcome, false)
+    }
+
+    #[test]
+    fn a_success_is_a_noop_only_in_closed_with_a_count_window_full_of_successes() {
+        for trip in [
+            TripPolicy::FailureRate,
+            TripPolicy::consecutive_failures(3),
+            TripPolicy::failures_within(3, Duration::from_secs(1)),
+        ] {
+            let mut m = machine(SlidingWindow::count(3), trip);
+            for _ in 0..2 {
+                record(&mut m, Outcome::Success);
+                assert!(!m.success_is_noop(), "{trip:?}: window not full yet");
+            }
+            record(&mut m, Outcome::Success);
+            assert!(m.success_is_noop(), "{trip:?}: full of successes");
+            let before = m.clone();
+            record(&mut m, Outcome::Success);
+            assert!(m.success_is_noop());
+            assert_eq!(
+                m.snapshot(Timestamp::ZERO),
+                before.clone().snapshot(Timestamp::ZERO)
+            );
+            assert_eq!(m.generation(), before.generation());
+
+            for bad in [Outcome::SlowSuccess, Outcome::Failure, Outcome::SlowFailure] {
+                let mut m = before.clone();
+                assert_eq!(record(&mut m, bad), None, "{trip:?}: {bad} trips nothing");
+                assert!(!m.success_is_noop(), "{trip:?}: {bad} in the window");
+                // Three successes push it out again.
+                for _ in 0..3 {
+                    record(&mut m, Outcome::Success);
+                }
+                assert!(m.success_is_noop(), "{trip:?}: {bad} evicted");
+            }
+
+            // The same clean window outside CLOSED: overrides keep the window.
+            for to in [State::ForcedOpen, State::Disabled, State::MetricsOnly] {
+                let mut m = before.clone();
+                m.override_to(to);
+                assert!(!m.success_is_noop(), "{trip:?}: {to}");
+                m.reset();
+                assert!(!m.success_is_noop(), "{trip:?}: reset empties the window");
+            }
+        }
+    }
+
+    #[test]
+    fn a_success_is_never_a_noop_with_a_time_window() {
+        let mut m = machine(
+            SlidingWindow::time(Duration::from_secs(1)),
+            TripPolicy::FailureRate,
+        );
+        for _ in 0..10 {
+            record(&mut m, Outcome::Success);
+            assert!(!m.success_is_noop());
+        }
     }
 }

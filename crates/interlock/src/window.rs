@@ -118,6 +118,13 @@ impl CountWindow {
         }
     }
 
+    /// Holds `size` outcomes, none failed or slow: recording a success
+    /// then leaves the window as it was.
+    #[inline]
+    pub(crate) fn full_of_successes(&self) -> bool {
+        self.len == self.ring.len() && self.failed == 0 && self.slow == 0
+    }
+
     fn clear(&mut self) {
         self.next = 0;
         self.len = 0;

@@ -190,3 +190,53 @@ fn repeated_failure_reuses_the_last_failure_record() {
     assert_no_alloc("failing call repeating a second error", info);
     assert_eq!(b.last_failure().unwrap().message(), "connection reset");
 }
+
+/// A message of `pieces` × 2,048 bytes plus one, written piece by piece, so the per-thread
+/// buffer it is formatted into grows by doubling: to exactly 4,096 bytes for one piece,
+/// 8,192 for two.
+#[derive(Debug)]
+struct Long {
+    pieces: usize,
+}
+
+static PIECE: [u8; 2048] = [b'x'; 2048];
+
+impl fmt::Display for Long {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let piece = std::str::from_utf8(&PIECE).unwrap();
+        for _ in 0..self.pieces {
+            f.write_str(piece)?;
+        }
+        f.write_str("!")
+    }
+}
+
+impl std::error::Error for Long {}
+
+#[test]
+fn the_failure_message_buffer_is_kept_up_to_4_kib_and_given_back_above() {
+    let config = Config::builder()
+        .failure_rate_threshold(1.0)
+        .build()
+        .unwrap();
+    let b = breaker(config, MonotonicClock);
+    // 2,049 bytes: the buffer reaches exactly 4,096 bytes, and is kept.
+    let info = steady_state(|| {
+        assert!(b.call(ok).is_ok());
+        let _ = b.call(|| Err::<u64, _>(Long { pieces: 1 }));
+    });
+    assert_no_alloc("failing call repeating a 2,049-byte error", info);
+    assert_eq!(b.last_failure().unwrap().message().len(), 2049);
+    // 4,097 bytes: the 8,192-byte buffer is given back after each failure, so each
+    // repeat formats into a new one (the stored record is still reused).
+    let info = steady_state(|| {
+        assert!(b.call(ok).is_ok());
+        let _ = b.call(|| Err::<u64, _>(Long { pieces: 2 }));
+    });
+    assert!(
+        info.count_total >= CALLS as u64,
+        "a buffer above 4 KiB must not be kept: {} allocations in {CALLS} calls",
+        info.count_total
+    );
+    assert_eq!(b.last_failure().unwrap().message().len(), 4097);
+}

@@ -202,3 +202,72 @@ fn loom_reset_racing_a_call() {
         assert_eq!(b.snapshot().total_calls, 0);
     });
 }
+
+/// A count window of 2 (minimum 2) already full of successes, so a plain
+/// success settles without the lock (the status word's quiet bit).
+fn quiet_breaker(failure_rate_threshold: f64) -> (CircuitBreaker, Arc<Changes>) {
+    let config = Config::builder()
+        .sliding_window(SlidingWindow::count(2))
+        .minimum_number_of_calls(2)
+        .failure_rate_threshold(failure_rate_threshold)
+        .build()
+        .unwrap();
+    let (b, changes) = breaker(config, &ManualClock::new());
+    b.acquire().unwrap().success();
+    b.acquire().unwrap().success();
+    (b, changes)
+}
+
+#[test]
+fn loom_quiet_success_racing_a_trip() {
+    // A success that may skip the lock races a failure that trips (1 of 2
+    // failed reaches 0.5): either it settles first (skipped, as a no-op) or
+    // after the trip (stale). One trip, and the window ends on the failure.
+    loom::model(|| {
+        let (b, changes) = quiet_breaker(0.5);
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || other.acquire().unwrap().failure());
+        permit.success();
+        t.join().unwrap();
+        assert_eq!((b.state(), b.generation()), (State::Open, 1));
+        assert_eq!(changes.trips.load(Ordering::SeqCst), 1);
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (2, 1));
+    });
+}
+
+#[test]
+fn loom_quiet_success_after_a_finished_failure_is_counted() {
+    // A failure that does not trip (threshold 1.0) clears the quiet bit
+    // before it returns. A success that starts settling after that return
+    // must be counted: the window then holds [failure, success], and one
+    // more success leaves no failure. A success that may have settled
+    // first (skipped) leaves [success, failure], then [failure, success].
+    loom::model(|| {
+        let (b, changes) = quiet_breaker(1.0);
+        let permit = b.acquire().unwrap();
+        let failed = Arc::new(AtomicUsize::new(0));
+        let (other, done) = (b.clone(), failed.clone());
+        let t = thread::spawn(move || {
+            other.acquire().unwrap().failure();
+            done.store(1, Ordering::SeqCst);
+        });
+        let failure_first = failed.load(Ordering::SeqCst) == 1;
+        permit.success();
+        t.join().unwrap();
+        b.acquire().unwrap().success();
+        let snap = b.snapshot();
+        assert_eq!(snap.total_calls, 2);
+        if failure_first {
+            assert_eq!(
+                snap.failed_calls, 0,
+                "a success after the failure was skipped"
+            );
+        } else {
+            assert!(snap.failed_calls <= 1);
+        }
+        assert_eq!((b.state(), b.generation()), (State::Closed, 0));
+        assert_eq!(changes.trips.load(Ordering::SeqCst), 0);
+    });
+}

@@ -123,9 +123,10 @@ impl Core {
 
 pub(crate) struct Inner {
     identity: Arc<Identity>,
-    /// `generation << 4 | shared << 3 | effective state`, republished after
-    /// every change under the lock, so admission in CLOSED, DISABLED,
-    /// METRICS_ONLY and FORCED_OPEN, and rejection in OPEN, take no lock.
+    /// `generation << 5 | quiet << 4 | shared << 3 | effective state`,
+    /// republished after every change under the lock, so admission in
+    /// CLOSED, DISABLED, METRICS_ONLY and FORCED_OPEN, rejection in OPEN, and
+    /// a plain success while `quiet` is set (see [`QUIET_BIT`]) take no lock.
     status: AtomicU64,
     /// The local OPEN period's deadline (nanoseconds).
     open_until: AtomicU64,
@@ -151,12 +152,26 @@ struct TimerSlot {
     closed: bool,
 }
 
+/// The effective state's bits ([`State::to_bits`]).
+const STATE_BITS: u64 = 7;
 const SHARED_BIT: u64 = 8;
-const STATUS_SHIFT: u32 = 4;
+/// Set while the local machine says a plain success of its generation would
+/// change nothing ([`Machine::success_is_noop`]): such a success settles
+/// without the lock.
+const QUIET_BIT: u64 = 16;
+const STATUS_SHIFT: u32 = 5;
 
+/// The bits that say "a local OPEN": the state bits and the shared bit.
+const LOCAL_STATE_BITS: u64 = STATE_BITS | SHARED_BIT;
+
+/// The parts never overlap (the state takes three bits, each flag one, the
+/// generation the rest), so adding them is the same as or-ing them.
 fn pack(core: &Core) -> u64 {
     let (state, shared) = core.effective();
-    (core.machine.generation() << STATUS_SHIFT) | (u64::from(shared) * SHARED_BIT) | state.to_bits()
+    (core.machine.generation() << STATUS_SHIFT)
+        + (u64::from(core.machine.success_is_noop()) * QUIET_BIT)
+        + (u64::from(shared) * SHARED_BIT)
+        + state.to_bits()
 }
 
 /// An admitted call, before it settles.
@@ -192,6 +207,7 @@ impl Drop for Guard<'_> {
 }
 
 impl Guard<'_> {
+    #[inline]
     fn settle(self, verdict: Verdict, error: Option<&dyn fmt::Display>, type_name: &'static str) {
         let this = std::mem::ManuallyDrop::new(self);
         this.inner.settle(this.ticket, verdict, error, type_name);
@@ -240,12 +256,14 @@ impl Inner {
         &self.identity.name
     }
 
+    #[inline]
     pub(crate) fn emit(&self, event: &Event<'_>) {
         if !self.listeners.is_empty() {
             emit(&self.listeners, event);
         }
     }
 
+    #[inline]
     fn reject(&self, state: State, retry_after: Option<Duration>) -> CircuitOpenError {
         self.emit(&Event::CallRejected {
             breaker: self.name(),
@@ -254,6 +272,7 @@ impl Inner {
         CircuitOpenError::new(Arc::clone(&self.identity), state, retry_after)
     }
 
+    #[inline]
     fn ticket(&self, admission: Admission, leased: bool) -> Ticket {
         // R4.2: the call's clock starts after admission.
         Ticket {
@@ -266,30 +285,30 @@ impl Inner {
     /// The lock-free part of admission (R6): `Ok(Some)` admitted, `Ok(None)`
     /// the lock (or the storage) must decide, `Err` rejected.
     #[inline]
-    fn admit_fast(&self) -> Result<Option<(Admission, bool)>, CircuitOpenError> {
+    fn admit_fast(&self) -> Result<Option<Admission>, CircuitOpenError> {
         let status = self.status.load(Ordering::Acquire);
-        let shared = status & SHARED_BIT != 0;
-        match State::from_bits(status) {
-            State::Closed | State::Disabled | State::MetricsOnly => Ok(Some((
-                Admission {
-                    generation: status >> STATUS_SHIFT,
-                    probe: false,
-                },
-                shared,
-            ))),
-            State::ForcedOpen => Err(self.reject(State::ForcedOpen, None)),
-            // R15.5: a shared OPEN has no lazy path and no estimate.
-            State::Open if shared => Err(self.reject(State::Open, None)),
-            State::Open => {
-                let now = self.clock.now();
-                let until = Timestamp::from_nanos(self.open_until.load(Ordering::Relaxed));
-                if now < until {
-                    Err(self.reject(State::Open, Some(until - now)))
-                } else {
-                    Ok(None)
-                }
-            }
+        let state = State::from_bits(status);
+        if state.admits_all() {
+            return Ok(Some(Admission {
+                generation: status >> STATUS_SHIFT,
+                probe: false,
+            }));
+        }
+        // A local OPEN (the state bits say OPEN, the shared bit is clear).
+        if status & LOCAL_STATE_BITS == State::Open.to_bits() {
+            let now = self.clock.now();
+            let until = Timestamp::from_nanos(self.open_until.load(Ordering::Relaxed));
+            return if now < until {
+                Err(self.reject(State::Open, Some(until - now)))
+            } else {
+                Ok(None)
+            };
+        }
+        match state {
             State::HalfOpen => Ok(None),
+            // FORCED_OPEN, and a shared OPEN (R15.5: no lazy path and no
+            // estimate).
+            _ => Err(self.reject(state, None)),
         }
     }
 
@@ -297,7 +316,7 @@ impl Inner {
     #[inline]
     pub(crate) fn admit(&self) -> Result<Ticket, CircuitOpenError> {
         match self.admit_fast()? {
-            Some((admission, _)) => Ok(self.ticket(admission, false)),
+            Some(admission) => Ok(self.ticket(admission, false)),
             None => self.admit_slow_blocking(),
         }
     }
@@ -319,7 +338,7 @@ impl Inner {
             lane.ensure_running();
         }
         match self.admit_fast()? {
-            Some((admission, _)) => Ok(self.ticket(admission, false)),
+            Some(admission) => Ok(self.ticket(admission, false)),
             None => {
                 let now = self.clock.now();
                 if let Some(lane) = self.lease_lane(now) {
@@ -349,6 +368,7 @@ impl Inner {
 
     /// Records a settled call (R4), then reports it (R13.4: the call, then
     /// any transition it caused), then queues shared writes (R15.4).
+    #[inline]
     fn settle(
         &self,
         ticket: Ticket,
@@ -366,22 +386,24 @@ impl Inner {
         let status = self.status.load(Ordering::Acquire);
         let current = status >> STATUS_SHIFT == ticket.admission.generation;
         // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
-        // machine: skip the lock.
-        let mut effects = Effects::default();
-        if current && State::from_bits(status) != State::Disabled {
-            let inconclusive = verdict == Verdict::Inconclusive && !ticket.leased;
-            (_, effects) = self.change(|core| {
-                // D2: a leased probe never touches local probe accounting.
-                if ticket.leased && core.machine.state() == State::HalfOpen {
-                    return ((), None);
-                }
-                (
-                    (),
-                    core.machine
-                        .record(end, ticket.admission, outcome, inconclusive),
-                )
-            });
-        }
+        // machine: skip the lock. So does a plain success while the machine
+        // of this generation has said that one changes nothing (QUIET_BIT).
+        //
+        // Why skipping is linearizable: the machine decides the bit, under
+        // the lock, from its own state, and every change of that state
+        // republishes it (with the generation, in the same word) before the
+        // lock is released. The skipped success takes effect at the load
+        // above. Any record that makes successes count again (a failure, a
+        // slow call, a transition) either had published its word before
+        // that load (then this load sees the bit cleared or the generation
+        // moved, and takes the lock), or had not: then it is still in
+        // progress, and the success is ordered before it, at a point where
+        // recording it changed nothing. A concurrent failure that trips may
+        // therefore be ordered after the skipped success, exactly as if the
+        // success had won the lock first; the window it finds is the same.
+        let quiet = status & QUIET_BIT != 0 && outcome == Outcome::Success;
+        let effects = (current && !quiet && State::from_bits(status) != State::Disabled)
+            .then(|| self.record(ticket, end, outcome, verdict == Verdict::Inconclusive));
         if !self.listeners.is_empty() {
             let duration = Duration::from_nanos(elapsed_nanos);
             emit(
@@ -389,11 +411,37 @@ impl Inner {
                 &Event::call_recorded(self.name(), outcome, duration),
             );
         }
-        self.after(effects);
+        if let Some(effects) = effects {
+            self.after(effects);
+        }
         if ticket.leased {
             // R9.6: a leased probe's verdict always counts in the storage.
             self.enqueue(Write::Probe(outcome));
         }
+    }
+
+    /// The locked part of [`settle`](Self::settle): the machine records the
+    /// outcome.
+    fn record(
+        &self,
+        ticket: Ticket,
+        end: Timestamp,
+        outcome: Outcome,
+        inconclusive: bool,
+    ) -> Effects {
+        let inconclusive = inconclusive && !ticket.leased;
+        let ((), effects) = self.change(|core| {
+            // D2: a leased probe never touches local probe accounting.
+            if ticket.leased && core.machine.state() == State::HalfOpen {
+                return ((), None);
+            }
+            (
+                (),
+                core.machine
+                    .record(end, ticket.admission, outcome, inconclusive),
+            )
+        });
+        effects
     }
 
     /// Hands back a cancelled call's probe slot (R4.5, R8.9). A leased probe
@@ -439,7 +487,14 @@ impl Inner {
 
     /// Acts on a change after the lock is released: the state-change event,
     /// the timer (R12), and the shared trip of a coordinated breaker (R15.4).
+    #[inline]
     pub(crate) fn after(&self, effects: Effects) {
+        if effects.local.is_some() || effects.effective.is_some() {
+            self.after_change(effects);
+        }
+    }
+
+    fn after_change(&self, effects: Effects) {
         if let Some(t) = effects.local {
             if t.from == State::Open {
                 self.cancel_timer();

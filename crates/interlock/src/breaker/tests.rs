@@ -944,3 +944,283 @@ fn outcome_flags_and_call_error_helpers() {
     assert_eq!(inner.to_string(), "x");
     assert!(inner.rejected().is_none());
 }
+
+// ---- the lock-free quiet success (QUIET_BIT) ---------------------------------
+
+/// Whether `settle(permit)` completes on another thread while this one holds
+/// the breaker's machine lock: waits `wait` for it (long when it should, short
+/// when it cannot), then lets go of the lock either way.
+fn settles_while_locked(
+    b: &CircuitBreaker,
+    permit: crate::Permit,
+    settle: fn(crate::Permit),
+    wait: Duration,
+) -> bool {
+    let guard = b.inner.core();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        settle(permit);
+        let _ = tx.send(());
+    });
+    let done = rx.recv_timeout(wait).is_ok();
+    drop(guard);
+    t.join().unwrap();
+    done
+}
+
+const SHOULD: Duration = Duration::from_secs(30);
+const CANNOT: Duration = Duration::from_millis(100);
+
+#[test]
+fn a_success_in_a_count_window_full_of_successes_settles_without_the_lock() {
+    let (b, clock, log) = make(
+        cfg()
+            .sliding_window(SlidingWindow::count(3))
+            .minimum_number_of_calls(3),
+    );
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    // Not full yet: the success counts, under the lock.
+    assert!(!settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        crate::Permit::success,
+        CANNOT
+    ));
+    assert_eq!(b.snapshot().total_calls, 3);
+    // Full of successes: one more changes nothing and takes no lock, but the
+    // listener still hears of it.
+    take(&log);
+    for _ in 0..3 {
+        assert!(settles_while_locked(
+            &b,
+            b.acquire().unwrap(),
+            crate::Permit::success,
+            SHOULD
+        ));
+    }
+    assert_eq!(take(&log).len(), 3);
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 3,
+            failed_calls: 0,
+            slow_calls: 0
+        }
+    );
+    assert_eq!((b.state(), b.generation()), (State::Closed, 0));
+    // A slow success and a failure count: both take the lock.
+    let slow = b.acquire().unwrap();
+    clock.advance(b.config().slow_call_duration_threshold());
+    assert!(!settles_while_locked(
+        &b,
+        slow,
+        crate::Permit::success,
+        CANNOT
+    ));
+    assert!(!settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        crate::Permit::failure,
+        CANNOT
+    ));
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 3,
+            failed_calls: 1,
+            slow_calls: 1
+        }
+    );
+    // While a failure is in the window, successes count (and push it out).
+    for _ in 0..3 {
+        assert!(!settles_while_locked(
+            &b,
+            b.acquire().unwrap(),
+            crate::Permit::success,
+            CANNOT
+        ));
+    }
+    assert_eq!(b.snapshot().failed_calls, 0);
+    assert!(settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        crate::Permit::success,
+        SHOULD
+    ));
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn a_success_takes_the_lock_under_a_time_window_and_outside_closed() {
+    let (b, _, _) = make(
+        cfg()
+            .sliding_window(SlidingWindow::time(secs(10.0)))
+            .minimum_number_of_calls(1),
+    );
+    for _ in 0..5 {
+        ok(&b).unwrap();
+    }
+    assert!(!settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        crate::Permit::success,
+        CANNOT
+    ));
+    assert_eq!(b.snapshot().total_calls, 6);
+
+    // METRICS_ONLY over a window full of successes counts under the lock.
+    let (b, _, _) = make(
+        cfg()
+            .sliding_window(SlidingWindow::count(2))
+            .minimum_number_of_calls(2),
+    );
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    b.metrics_only();
+    assert!(!settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        crate::Permit::success,
+        CANNOT
+    ));
+    // A permit of an earlier generation is stale either way (no lock).
+    let stale = b.acquire().unwrap();
+    b.reset();
+    assert!(settles_while_locked(
+        &b,
+        stale,
+        crate::Permit::success,
+        SHOULD
+    ));
+    assert_eq!(b.snapshot().total_calls, 0);
+}
+
+// ---- D2 / Q1: leased probes never enter local probe accounting ---------------
+
+#[test]
+fn d2_a_leased_probe_released_or_settled_into_a_local_half_open_round_leaves_it_alone() {
+    // Quirk Q1: the local machine runs its own HALF_OPEN round (begun while
+    // the shared state was not yet known) when the shared breaker starts
+    // leasing probes. The leased probes carry the local generation, yet a
+    // leased probe dropped unsettled hands nothing back to the local round,
+    // and one that settles records nothing in it: its verdict goes to the
+    // storage only (D2, R15.4).
+    use crate::storage::{Coordinator, MemoryStorage};
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    let lane = Coordinator::manual(storage.clone());
+    let b = CircuitBreaker::builder("payments")
+        .config(
+            small()
+                .permitted_calls_in_half_open(2)
+                .max_concurrent_probes(2)
+                .build()
+                .unwrap(),
+        )
+        .clock(clock.clone())
+        .coordinator(&lane)
+        .build()
+        .unwrap();
+    while b.state() == State::Closed {
+        let _ = b.call(|| Err::<(), _>(Boom("503")));
+    }
+    clock.advance(secs(10.0));
+    // The local round begins before the shared trip is written.
+    let local = b.acquire().unwrap();
+    assert!(local.is_probe() && !local.is_leased());
+    let round = b.probes();
+    assert_eq!((round.admitted, round.in_flight), (1, 1));
+    lane.run_writes(); // the shared trip: the shared OPEN now governs
+    assert_eq!(b.state(), State::Open);
+    clock.advance(secs(10.0));
+    lane.poll(); // the shared round begins
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(
+        b.shared_view().map(|v| v.state),
+        Some(State::HalfOpen),
+        "a shared HALF_OPEN"
+    );
+    let generation = b.generation();
+
+    let leased = b.acquire().unwrap();
+    assert!(leased.is_probe() && leased.is_leased());
+    drop(leased); // no un-lease, and nothing back to the local round
+    assert_eq!(b.probes(), round);
+
+    let leased = b.acquire().unwrap();
+    assert!(leased.is_leased());
+    leased.success(); // the storage's verdict, not the local round's
+    assert_eq!(b.probes(), round);
+    assert_eq!(b.generation(), generation);
+
+    local.success(); // the local probe still counts locally
+    let after = b.probes();
+    assert_eq!(
+        (after.admitted, after.in_flight, after.completed),
+        (1, 0, 1)
+    );
+    lane.run_writes();
+    let shared = storage.peek("payments").unwrap();
+    assert_eq!(
+        (shared.state, shared.probes_completed),
+        (State::HalfOpen, 1)
+    );
+}
+
+#[test]
+fn debug_shows_the_state_and_generation_of_the_status_word() {
+    // The whole line: a generation read from the wrong bits of the status
+    // word would still contain "generation: 2" as a prefix of its digits.
+    let b = CircuitBreaker::new("gen");
+    b.force_open();
+    b.force_open();
+    assert_eq!(
+        format!("{b:?}"),
+        r#"CircuitBreaker { name: "gen", state: ForcedOpen, generation: 2, coordinated: false, .. }"#
+    );
+}
+
+#[test]
+fn r15_8_overrides_and_a_local_reopen_write_no_shared_trip() {
+    // Only a local CLOSED -> OPEN trip is shared (R15.4); an operator
+    // override is local to the instance (R15.8), and so is a re-open from a
+    // local HALF_OPEN round.
+    use crate::storage::{Coordinator, MemoryStorage};
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    let lane = Coordinator::manual(storage.clone());
+    let b = CircuitBreaker::builder("payments")
+        .config(small().build().unwrap())
+        .clock(clock.clone())
+        .coordinator(&lane)
+        .build()
+        .unwrap();
+    b.force_open();
+    b.disable();
+    b.metrics_only();
+    b.reset();
+    lane.run_writes();
+    assert_eq!(
+        storage.peek("payments"),
+        None,
+        "no override reaches the storage"
+    );
+    // A local round that fails re-opens locally: still no shared write, the
+    // trip that began it aside.
+    while b.state() == State::Closed {
+        let _ = b.call(|| Err::<(), _>(Boom("503")));
+    }
+    clock.advance(secs(10.0));
+    let probe = b.acquire().unwrap(); // the local lazy HALF_OPEN
+    assert!(probe.is_probe() && !probe.is_leased());
+    probe.failure();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(storage.operations().trips, 0, "nothing ran yet");
+    lane.run_writes();
+    assert_eq!(
+        storage.operations().trips,
+        1,
+        "the CLOSED -> OPEN trip only"
+    );
+}
