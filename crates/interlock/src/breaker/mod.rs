@@ -161,8 +161,9 @@ const SHARED_BIT: u64 = 8;
 const QUIET_BIT: u64 = 16;
 const STATUS_SHIFT: u32 = 5;
 
-/// The bits that say "a local OPEN": the state bits and the shared bit.
-const LOCAL_STATE_BITS: u64 = STATE_BITS | SHARED_BIT;
+/// The bits that say "a local OPEN": the state bits and the shared bit
+/// (disjoint, so `+` is `|`).
+const LOCAL_STATE_BITS: u64 = STATE_BITS + SHARED_BIT;
 
 /// The parts never overlap (the state takes three bits, each flag one, the
 /// generation the rest), so adding them is the same as or-ing them.
