@@ -357,7 +357,9 @@ pub struct Machine {
     generation: u64,
     opened_at: Timestamp,
     open_wait: Duration,
-    half_open_since: Timestamp,
+    /// When the current HALF_OPEN round last made progress: its start
+    /// (entry or restart), or its latest probe admission or settlement.
+    round_progress_at: Timestamp,
     failed_rounds: u32,
     round: ProbeCounters,
     window: Window,
@@ -391,7 +393,7 @@ impl Machine {
             state: initial,
             generation: 0,
             opened_at: Timestamp::ZERO,
-            half_open_since: Timestamp::ZERO,
+            round_progress_at: Timestamp::ZERO,
             failed_rounds: 0,
             round: ProbeCounters::default(),
             window,
@@ -462,7 +464,10 @@ impl Machine {
     ///
     /// In OPEN with the wait elapsed (inclusive) the machine moves to
     /// HALF_OPEN and admits this call as the round's first probe, returning
-    /// that transition with the admission.
+    /// that transition with the admission. In HALF_OPEN under the
+    /// consecutive-successes policy, a stalled round (no free probe slot and
+    /// no admission or settlement for a whole `wait_duration_in_open`)
+    /// starts over first, in a new generation.
     ///
     /// # Errors
     ///
@@ -492,7 +497,7 @@ impl Machine {
                     });
                 }
                 let transition = self.enter_half_open(now);
-                self.admit_probe();
+                self.admit_probe(now);
                 Ok((
                     Admission {
                         generation: self.generation,
@@ -503,17 +508,15 @@ impl Machine {
             }
             State::HalfOpen => {
                 if self.round_stalled(now) {
-                    // Every slot taken, no verdict a whole wait later: a
+                    // No free slot and no progress a whole wait later: a
                     // probe never reported back. Start over (same state, new
                     // generation, so the lost probes' outcomes are stale).
                     self.generation += 1;
                     self.round = ProbeCounters::default();
-                    self.half_open_since = now;
+                    self.round_progress_at = now;
                 }
-                if self.round.in_flight < self.config.max_concurrent_probes
-                    && self.round.admitted < self.config.permitted_calls_in_half_open
-                {
-                    self.admit_probe();
+                if self.probe_slot_free() {
+                    self.admit_probe(now);
                     Ok((
                         Admission {
                             generation: self.generation,
@@ -567,6 +570,8 @@ impl Machine {
         if admission.generation == self.generation && self.state == State::HalfOpen {
             self.round.in_flight = self.round.in_flight.saturating_sub(1);
             self.round.admitted = self.round.admitted.saturating_sub(1);
+            // Both caps now have room, so the round cannot be stalled until
+            // its next admission, which counts as progress: no clock needed.
         }
     }
 
@@ -627,19 +632,41 @@ impl Machine {
         quiet
     }
 
-    /// Only the consecutive-successes policy restarts a stalled round.
+    /// Whether a HALF_OPEN probe may be admitted now: both caps have room
+    /// (R8.6).
+    fn probe_slot_free(&self) -> bool {
+        self.round.in_flight < self.config.max_concurrent_probes
+            && self.round.admitted < self.config.permitted_calls_in_half_open
+    }
+
+    /// The stall rule (consecutive-successes policy only): a round is
+    /// stalled when no probe slot is free (either cap reached, so admission
+    /// would be refused) and a whole `wait_duration_in_open` (the base wait)
+    /// has passed since the round last made progress (its start, or its
+    /// latest probe admission or settlement). Measuring from the last
+    /// progress rather than the start keeps a slow but moving round alive;
+    /// checking either cap, not only the admission budget, catches a hung
+    /// probe that holds the only concurrency slot.
     fn round_stalled(&self, now: Timestamp) -> bool {
         matches!(
             self.config.half_open_policy,
             HalfOpenPolicy::ConsecutiveSuccesses { .. }
-        ) && self.round.admitted >= self.config.permitted_calls_in_half_open
-            && now.saturating_duration_since(self.half_open_since)
+        ) && !self.probe_slot_free()
+            && now.saturating_duration_since(self.round_progress_at)
                 >= self.config.wait_duration_in_open
     }
 
-    fn admit_probe(&mut self) {
+    fn admit_probe(&mut self, now: Timestamp) {
         self.round.admitted += 1;
         self.round.in_flight += 1;
+        self.mark_progress(now);
+    }
+
+    /// A probe admission or settlement at `now` (stall rule). Never moves
+    /// back: a settle may carry a clock reading taken before the lock, older
+    /// than an admission that won the lock first.
+    fn mark_progress(&mut self, now: Timestamp) {
+        self.round_progress_at = self.round_progress_at.max(now);
     }
 
     /// R7.1: evaluated on every CLOSED record. The slow-call rule holds
@@ -660,6 +687,7 @@ impl Machine {
     ) -> Option<Transition> {
         let permitted = self.config.permitted_calls_in_half_open;
         self.round.in_flight = self.round.in_flight.saturating_sub(1);
+        self.mark_progress(now); // a settlement is progress (stall rule)
         if inconclusive {
             // R9.3 / R9.4: no verdict, slot back; a round of nothing but
             // inconclusive probes re-opens without counting as a failed round.
@@ -713,7 +741,7 @@ impl Machine {
 
     fn enter_half_open(&mut self, now: Timestamp) -> Transition {
         self.round = ProbeCounters::default();
-        self.half_open_since = now;
+        self.round_progress_at = now;
         self.move_to(State::HalfOpen).unwrap_or(Transition {
             from: State::Open,
             to: State::HalfOpen,
@@ -803,6 +831,37 @@ mod tests {
                 assert!(!m.success_is_noop(), "{trip:?}: reset empties the window");
             }
         }
+    }
+
+    #[test]
+    fn a_settle_with_an_older_clock_reading_does_not_move_round_progress_back() {
+        // The stall rule counts from the round's latest progress. A settle
+        // may carry a clock reading taken before the lock, older than an
+        // admission that won the lock first: it must not make the round
+        // look idle for longer than it was.
+        let at = |s: u64| Timestamp::ZERO + Duration::from_secs(s);
+        let config = Config::builder()
+            .minimum_number_of_calls(1)
+            .wait_duration_in_open(Duration::from_secs(10))
+            .permitted_calls_in_half_open(3)
+            .max_concurrent_probes(3)
+            .half_open_policy(HalfOpenPolicy::consecutive_successes(3))
+            .build()
+            .unwrap();
+        let mut m = Machine::new(config, State::Closed).unwrap();
+        let (a, _) = m.try_acquire(at(0)).unwrap();
+        m.record(at(0), a, Outcome::Failure, false);
+        assert_eq!(m.state(), State::Open);
+        let (first, _) = m.try_acquire(at(10)).unwrap();
+        let (_, _) = m.try_acquire(at(10)).unwrap();
+        let (_, _) = m.try_acquire(at(20)).unwrap(); // the latest progress
+        let generation = m.generation();
+        assert_eq!(m.record(at(15), first, Outcome::Success, false), None);
+        let refused = m.try_acquire(at(29)).unwrap_err();
+        assert_eq!(refused.state, State::HalfOpen, "9 s since progress");
+        assert_eq!(m.generation(), generation, "not restarted");
+        let (fresh, _) = m.try_acquire(at(30)).unwrap();
+        assert_eq!(fresh.generation, generation + 1, "a wait since t = 20");
     }
 
     #[test]

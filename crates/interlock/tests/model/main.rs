@@ -763,8 +763,9 @@ fn regression_consecutive_failures_are_reset_by_a_slow_success() {
 #[test]
 fn regression_a_held_up_consecutive_successes_round_restarts_after_one_wait() {
     // Every slot taken and no verdict: refused until a whole base wait
-    // after the round began, then a fresh round in a new generation (no
-    // event); the lost probes' outcomes are stale.
+    // after the round's last progress (here its last admission), then a
+    // fresh round in a new generation (no event); the lost probes' outcomes
+    // are stale.
     let params = Params {
         half_open: HalfOpenKind::Successes(2),
         permitted: 2,
@@ -785,6 +786,64 @@ fn regression_a_held_up_consecutive_successes_round_restarts_after_one_wait() {
         settle(0, Verdict::Failure),
         Op::Drop { slot: 0 },
         call(Verdict::Success), // second good probe: CLOSED
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_a_hung_probe_holding_the_only_concurrency_slot_restarts_the_round() {
+    // The stall rule: no free slot by either cap. One probe of 2 permitted
+    // holds the only concurrency slot; a whole base wait without progress
+    // later the round starts over, and the hung probe's success is stale.
+    let params = Params {
+        half_open: HalfOpenKind::Successes(2),
+        permitted: 2,
+        max_concurrent: 1,
+        wait_secs: 2,
+        ..base()
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        secs(2),
+        Op::Acquire,
+        call(Verdict::Success), // refused: the concurrency slot is held
+        Op::Advance(Duration::from_nanos(1_999_999_999)),
+        call(Verdict::Success), // still refused
+        Op::Advance(Duration::from_nanos(1)),
+        call(Verdict::Success),      // a fresh round: probe 1 of 2
+        settle(0, Verdict::Success), // stale
+        call(Verdict::Success),      // second good probe: CLOSED
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_a_consecutive_successes_round_that_keeps_settling_is_not_restarted() {
+    // The stall rule counts from the last admission or settlement: probes
+    // settling one at a time keep a round alive past a wait after its start.
+    let params = Params {
+        half_open: HalfOpenKind::Successes(3),
+        permitted: 3,
+        max_concurrent: 1,
+        wait_secs: 2,
+        slow_call: Duration::from_secs(10), // held probes are not slow
+        ..base()
+    };
+    let almost = Op::Advance(Duration::from_nanos(1_999_999_999));
+    let ops = vec![
+        call(Verdict::Failure),
+        secs(2),
+        Op::Acquire,
+        almost.clone(),
+        settle(0, Verdict::Success),
+        Op::Acquire,
+        almost.clone(),
+        call(Verdict::Success), // refused, not restarted
+        settle(0, Verdict::Success),
+        Op::Acquire,
+        almost,
+        call(Verdict::Success), // refused: every slot admitted, not restarted
+        settle(0, Verdict::Success), // the third in a row: CLOSED
     ];
     replay(params, &ops);
 }

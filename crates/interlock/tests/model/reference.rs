@@ -38,8 +38,8 @@ pub(crate) enum HalfOpenKind {
     /// Rates over `permitted` verdicts (R8.3).
     ProbeRound,
     /// This many good probes in a row close; the first bad one re-opens; a
-    /// round with every slot taken and undecided a whole (base) wait after
-    /// it began starts over.
+    /// round with no free probe slot (either cap) and no probe admitted or
+    /// settled for a whole (base) wait starts over.
     Successes(u32),
 }
 
@@ -145,8 +145,9 @@ pub(crate) struct Model {
     pub(crate) generation: u64,
     opened_at: u64,
     open_wait: Duration,
-    /// When the current HALF_OPEN round began (entry or restart).
-    half_open_since: u64,
+    /// When the current HALF_OPEN round last made progress: its start
+    /// (entry or restart), or its latest probe admission or settlement.
+    round_progress_at: u64,
     failed_rounds: u32,
     pub(crate) probes: ProbeCounters,
     /// Everything written to the window since it was last emptied.
@@ -171,7 +172,7 @@ impl Model {
             generation: 0,
             opened_at: 0,
             open_wait: Duration::from_secs(params.wait_secs),
-            half_open_since: 0,
+            round_progress_at: 0,
             failed_rounds: 0,
             probes: ProbeCounters::default(),
             records: Vec::new(),
@@ -263,7 +264,7 @@ impl Model {
                     self.generation += 1;
                     self.state = State::HalfOpen;
                     self.probes = ProbeCounters::default();
-                    self.half_open_since = self.now;
+                    self.round_progress_at = self.now;
                     self.events.push(Ev::Changed(State::Open, State::HalfOpen));
                     self.probes.admitted = 1;
                     self.probes.in_flight = 1;
@@ -278,14 +279,13 @@ impl Model {
                     // generation, with no event (the state stays HALF_OPEN).
                     self.generation += 1;
                     self.probes = ProbeCounters::default();
-                    self.half_open_since = self.now;
+                    self.round_progress_at = self.now;
                     self.restarts += 1;
                 }
-                if self.probes.in_flight < self.params.max_concurrent
-                    && self.probes.admitted < self.params.permitted
-                {
+                if self.probe_slot_free() {
                     self.probes.admitted += 1;
                     self.probes.in_flight += 1;
+                    self.round_progress_at = self.now;
                     Some(true)
                 } else {
                     None
@@ -363,6 +363,7 @@ impl Model {
             }),
             State::HalfOpen => {
                 self.probes.in_flight -= 1;
+                self.round_progress_at = self.now; // a settlement is progress
                 if verdict == Verdict::Inconclusive {
                     // R9.3 / R9.4: no verdict, slot back; enough of them re-open.
                     self.probes.admitted -= 1;
@@ -441,12 +442,18 @@ impl Model {
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
-    /// Whether a consecutive-successes round has had every slot taken and
-    /// no decision for a whole base wait since it began.
+    /// R8.6: both caps have room.
+    fn probe_slot_free(&self) -> bool {
+        self.probes.in_flight < self.params.max_concurrent
+            && self.probes.admitted < self.params.permitted
+    }
+
+    /// Whether a consecutive-successes round has had no free slot (either
+    /// cap) and no probe admitted or settled for a whole base wait.
     fn round_stalled(&self) -> bool {
         matches!(self.params.half_open, HalfOpenKind::Successes(_))
-            && self.probes.admitted >= self.params.permitted
-            && self.now - self.half_open_since >= self.params.wait_secs * NANOS_PER_SEC
+            && !self.probe_slot_free()
+            && self.now - self.round_progress_at >= self.params.wait_secs * NANOS_PER_SEC
     }
 
     /// R4.5 / R8.9: a cancelled probe of this round gives its slot back.
@@ -551,14 +558,15 @@ impl Model {
         (self.state == State::HalfOpen
             && matches!(self.params.half_open, HalfOpenKind::Successes(_)))
         .then(|| {
-            (self.half_open_since + self.params.wait_secs * NANOS_PER_SEC).saturating_sub(self.now)
+            (self.round_progress_at + self.params.wait_secs * NANOS_PER_SEC)
+                .saturating_sub(self.now)
         })
     }
 
-    /// Whether a consecutive-successes round has every slot taken (only
-    /// time can move it on), for steering.
+    /// Whether a consecutive-successes round has no free slot (only time
+    /// or a settlement can move it on), for steering.
     pub(crate) fn round_held_up(&self) -> bool {
-        self.until_round_restart().is_some() && self.probes.admitted >= self.params.permitted
+        self.until_round_restart().is_some() && !self.probe_slot_free()
     }
 
     /// The OPEN deadline, for steering clock advances.
