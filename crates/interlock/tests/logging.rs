@@ -10,6 +10,9 @@ use std::time::Duration;
 use interlock::{CircuitBreaker, Config, Event, EventListener, FanOut, ManualClock, SlidingWindow};
 
 fn breaker(clock: &ManualClock, listener: impl EventListener) -> CircuitBreaker {
+    // Before any breaker exists, so no callsite is ever hit without it.
+    #[cfg(feature = "tracing")]
+    tracing_capture::install();
     let config = Config::builder()
         .minimum_number_of_calls(2)
         .sliding_window(SlidingWindow::count(2))
@@ -108,8 +111,26 @@ mod tracing_capture {
     /// Level, target, message and the other fields of one record.
     type Record = (Level, String, String, BTreeMap<String, String>);
 
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<Record>>>);
+    /// Forwards every record to the capture of the thread that made it, if
+    /// that thread is capturing. Installed once as the global default: with
+    /// scoped subscribers, tracing's process-wide interest cache races with
+    /// tests on other threads (a callsite first hit by another thread while
+    /// no scoped subscriber existed kept a stale "never" and dropped a
+    /// record here about one run in six).
+    struct Capture;
+
+    thread_local! {
+        static CAPTURED: std::cell::RefCell<Option<Vec<Record>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn install() {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture))
+                .expect("no other global subscriber in this test binary");
+        });
+    }
 
     struct Fields(BTreeMap<String, String>);
 
@@ -123,30 +144,26 @@ mod tracing_capture {
     }
 
     impl<S: tracing::Subscriber> Layer<S> for Capture {
-        // Never let a callsite's interest be cached: tests on other threads
-        // register their own scoped subscribers at the same time, and a
-        // cached "never" from one of those moments would drop a record here.
-        fn register_callsite(
-            &self,
-            _: &'static tracing::Metadata<'static>,
-        ) -> tracing::subscriber::Interest {
-            tracing::subscriber::Interest::sometimes()
-        }
-
         fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
             let mut fields = Fields(BTreeMap::new());
             event.record(&mut fields);
             let message = fields.0.remove("message").unwrap_or_default();
             let meta = event.metadata();
             let record = (*meta.level(), meta.target().to_owned(), message, fields.0);
-            self.0.lock().expect("test setup").push(record);
+            CAPTURED.with(|c| {
+                if let Some(records) = c.borrow_mut().as_mut() {
+                    records.push(record);
+                }
+            });
         }
     }
 
+    /// The records `f` makes on this thread.
     fn capture(f: impl FnOnce()) -> Vec<Record> {
-        let capture = Capture::default();
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(capture.clone()), f);
-        capture.0.lock().expect("capture lock").clone()
+        install();
+        CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+        f();
+        CAPTURED.with(|c| c.borrow_mut().take().unwrap_or_default())
     }
 
     fn record(level: Level, message: &str, fields: &[(&str, &str)]) -> Record {
