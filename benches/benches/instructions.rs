@@ -35,9 +35,9 @@ use interlock_benches::{SyncBreaker, peers};
 // and one with a failure among the last 100 calls (the success is then recorded under
 // the lock).
 #[library_benchmark]
-#[bench::monotonic_clock(ours::closed())]
-#[bench::coarse_clock(ours::closed_coarse())]
-#[bench::coarse_clock_failure_in_window(ours::closed_coarse_failure_in_window())]
+#[bench::default_clock(ours::closed())]
+#[bench::monotonic_clock(ours::closed_monotonic())]
+#[bench::default_clock_failure_in_window(ours::closed_failure_in_window())]
 fn closed_call(breaker: Breaker) -> (bool, Breaker) {
     let admitted = black_box(&breaker).call();
     (admitted, breaker)
@@ -45,8 +45,8 @@ fn closed_call(breaker: Breaker) -> (bool, Breaker) {
 
 // One call rejected by an OPEN breaker (`retry_after` computed from a clock read).
 #[library_benchmark]
-#[bench::monotonic_clock(ours::rejected())]
-#[bench::coarse_clock(ours::rejected_coarse())]
+#[bench::default_clock(ours::rejected())]
+#[bench::monotonic_clock(ours::rejected_monotonic())]
 fn rejected_call(breaker: Breaker) -> (bool, Breaker) {
     let admitted = black_box(&breaker).call();
     (admitted, breaker)

@@ -18,8 +18,9 @@
 //!   lock + unlock, an `Arc` clone + drop, one read of each clock source (`Instant::now()`,
 //!   `MonotonicClock`, `CoarseClock`).
 //!
-//! `closed`, `rejected` and `contended2` also time interlock on `CoarseClock`
-//! (`<group>/interlock-coarse`); the plain `interlock` id is the default clock.
+//! The plain `interlock` id is a breaker built without a clock, which reads `CoarseClock` with
+//! the default config; `closed`, `rejected` and `contended2` also time interlock on an explicit
+//! `MonotonicClock` (`<group>/interlock-monotonic`).
 
 #![allow(
     clippy::disallowed_methods,
@@ -280,7 +281,7 @@ fn time_window_async_case<B, F>(
 fn closed(c: &mut Criterion, rt: &Runtime) {
     let mut g = c.benchmark_group("closed");
     sync_case(&mut g, ADMITS, ours::NAME, ours::closed);
-    sync_case(&mut g, ADMITS, ours::NAME_COARSE, ours::closed_coarse);
+    sync_case(&mut g, ADMITS, ours::NAME_MONOTONIC, ours::closed_monotonic);
     sync_case(&mut g, ADMITS, failsafe::NAME, failsafe::closed);
     sync_case(&mut g, ADMITS, recloser::NAME, recloser::closed);
     async_case(
@@ -303,7 +304,12 @@ fn closed(c: &mut Criterion, rt: &Runtime) {
 fn rejected(c: &mut Criterion, rt: &Runtime) {
     let mut g = c.benchmark_group("rejected");
     sync_case(&mut g, REJECTS, ours::NAME, ours::rejected);
-    sync_case(&mut g, REJECTS, ours::NAME_COARSE, ours::rejected_coarse);
+    sync_case(
+        &mut g,
+        REJECTS,
+        ours::NAME_MONOTONIC,
+        ours::rejected_monotonic,
+    );
     sync_case(&mut g, REJECTS, failsafe::NAME, failsafe::rejected);
     sync_case(&mut g, REJECTS, recloser::NAME, recloser::rejected);
     async_case(
@@ -353,7 +359,7 @@ fn half_open(c: &mut Criterion, rt: &Runtime) {
 fn contended2(c: &mut Criterion, rt: &Runtime) {
     let mut g = c.benchmark_group("contended2");
     contended_sync_case(&mut g, ours::NAME, ours::closed);
-    contended_sync_case(&mut g, ours::NAME_COARSE, ours::closed_coarse);
+    contended_sync_case(&mut g, ours::NAME_MONOTONIC, ours::closed_monotonic);
     contended_sync_case(&mut g, failsafe::NAME, failsafe::closed);
     contended_sync_case(&mut g, recloser::NAME, recloser::closed);
     contended_async_case(&mut g, rt, tower_resilience::NAME, tower_resilience::closed);

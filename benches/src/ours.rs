@@ -12,26 +12,31 @@
 //! - `half_open`: tripped on a `ManualClock`, moved past the open wait, then each `call` is
 //!   `acquire()` + drop of the permit (the probe slot comes back, so every iteration re-admits).
 //! - `time_window`: `SlidingWindow::time(60 s)` holding `n` successful calls.
-//! - `closed_coarse`, `rejected_coarse`: the same as `closed` and `rejected` on
-//!   [`CoarseClock`] (one atomic load per clock read, millisecond resolution) instead of the
-//!   default `MonotonicClock` (`Instant::now()`); id `interlock-coarse`.
+//! - Every breaker is built without a clock, so it reads what a user gets by default:
+//!   [`CoarseClock`] (one atomic load per read, millisecond resolution), since the default
+//!   slow-call threshold (60 s) is above [`interlock::COARSE_MIN_SLOW_THRESHOLD`].
+//! - `closed_monotonic`, `rejected_monotonic`: the same as `closed` and `rejected` on an
+//!   explicit [`MonotonicClock`] (`Instant::now()`, nanosecond resolution); id
+//!   `interlock-monotonic`.
 //! - `registry(n)`: a [`Registry`] holding `n` names; each `call` is `Registry::get` of one
 //!   existing name (a hit). Peers have no registry.
 
 use std::time::Duration;
 
 use interlock::{
-    CircuitBreaker, Clock, CoarseClock, Config, ManualClock, MonotonicClock, Registry,
-    SlidingWindow, State,
+    CircuitBreaker, Config, ManualClock, MonotonicClock, Registry, SlidingWindow, State,
 };
+
+#[cfg(doc)]
+use interlock::CoarseClock;
 
 use crate::{SyncBreaker, fail, ok};
 
 /// Name used in benchmark ids.
 pub const NAME: &str = "interlock";
 
-/// Name used in benchmark ids for interlock on [`CoarseClock`].
-pub const NAME_COARSE: &str = "interlock-coarse";
+/// Name used in benchmark ids for interlock on an explicit [`MonotonicClock`].
+pub const NAME_MONOTONIC: &str = "interlock-monotonic";
 
 /// An interlock breaker; `call` runs `ok` through it.
 #[derive(Debug)]
@@ -44,19 +49,24 @@ impl SyncBreaker for Breaker {
     }
 }
 
-fn build(config: Config) -> CircuitBreaker {
-    build_on(config, MonotonicClock)
+/// The clock a case runs on: the builder's default, or an explicit one.
+#[derive(Clone, Copy, Debug)]
+enum On {
+    Default,
+    Monotonic,
 }
 
-fn build_on(config: Config, clock: impl Clock) -> CircuitBreaker {
-    CircuitBreaker::builder("bench")
-        .config(config)
-        .clock(clock)
-        .build()
-        .expect("interlock: valid breaker")
+fn build_on(config: Config, clock: On) -> CircuitBreaker {
+    let builder = CircuitBreaker::builder("bench").config(config);
+    match clock {
+        On::Default => builder,
+        On::Monotonic => builder.clock(MonotonicClock),
+    }
+    .build()
+    .expect("interlock: valid breaker")
 }
 
-fn closed_on(clock: impl Clock) -> Breaker {
+fn closed_on(clock: On) -> Breaker {
     let b = Breaker(build_on(Config::default(), clock));
     // Steady state: the count window (100) full of successes, as after any
     // warm-up, so a single measured call (`instructions`) sees what a long
@@ -67,7 +77,7 @@ fn closed_on(clock: impl Clock) -> Breaker {
     b
 }
 
-fn rejected_on(clock: impl Clock) -> Breaker {
+fn rejected_on(clock: On) -> Breaker {
     let config = Config::builder()
         .minimum_number_of_calls(1)
         .wait_duration_in_open(Duration::from_secs(3600))
@@ -80,25 +90,26 @@ fn rejected_on(clock: impl Clock) -> Breaker {
     b
 }
 
-/// Default configuration (count window of 100, slow-call detection on), closed.
+/// Default configuration (count window of 100, slow-call detection on) and
+/// default clock, closed.
 ///
 /// # Panics
 /// If the breaker rejects a call.
 #[must_use]
 pub fn closed() -> Breaker {
-    closed_on(MonotonicClock)
+    closed_on(On::Default)
 }
 
-/// [`closed`] on [`CoarseClock`].
+/// [`closed`] on an explicit [`MonotonicClock`].
 ///
 /// # Panics
 /// If the breaker rejects a call.
 #[must_use]
-pub fn closed_coarse() -> Breaker {
-    closed_on(CoarseClock)
+pub fn closed_monotonic() -> Breaker {
+    closed_on(On::Monotonic)
 }
 
-/// [`closed_coarse`] with one failure among the last 100 calls: a success
+/// [`closed`] with one failure among the last 100 calls: a success
 /// then changes the window's counts (it is recorded under the breaker's lock),
 /// unlike in a window full of successes. Instruction counts only: the failure
 /// leaves the window after 100 calls.
@@ -106,8 +117,8 @@ pub fn closed_coarse() -> Breaker {
 /// # Panics
 /// If the breaker rejects a call or trips.
 #[must_use]
-pub fn closed_coarse_failure_in_window() -> Breaker {
-    let b = closed_on(CoarseClock);
+pub fn closed_failure_in_window() -> Breaker {
+    let b = closed_on(On::Default);
     let _ = b.0.call(fail);
     assert_eq!(b.0.state(), State::Closed, "interlock: one failure tripped");
     assert_eq!(b.0.snapshot().failed_calls, 1);
@@ -120,16 +131,16 @@ pub fn closed_coarse_failure_in_window() -> Breaker {
 /// If the breaker does not open.
 #[must_use]
 pub fn rejected() -> Breaker {
-    rejected_on(MonotonicClock)
+    rejected_on(On::Default)
 }
 
-/// [`rejected`] on [`CoarseClock`].
+/// [`rejected`] on an explicit [`MonotonicClock`].
 ///
 /// # Panics
 /// If the breaker does not open.
 #[must_use]
-pub fn rejected_coarse() -> Breaker {
-    rejected_on(CoarseClock)
+pub fn rejected_monotonic() -> Breaker {
+    rejected_on(On::Monotonic)
 }
 
 /// Half-open: each `call` acquires a probe permit and drops it unused.
@@ -197,7 +208,7 @@ pub fn time_window(n: usize) -> Breaker {
         .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
         .build()
         .expect("interlock: valid config");
-    let b = Breaker(build(config));
+    let b = Breaker(build_on(config, On::Default));
     for _ in 0..n {
         assert!(b.call(), "interlock: prefill call rejected");
     }

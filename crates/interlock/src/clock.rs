@@ -1,9 +1,12 @@
 //! Time sources.
 //!
 //! Every decision the breaker takes reads time through a [`Clock`], as a
-//! [`Timestamp`] in nanoseconds. Production code uses [`MonotonicClock`] (the
-//! default); tests inject a [`ManualClock`] and move time by hand, so no test
-//! ever has to sleep.
+//! [`Timestamp`] in nanoseconds. Tests inject a [`ManualClock`] and move time
+//! by hand, so no test ever has to sleep. A breaker built without a clock
+//! reads [`CoarseClock`] (one atomic load) when its slow-call threshold is at
+//! least [`COARSE_MIN_SLOW_THRESHOLD`] (the default threshold is 60 s), and
+//! [`MonotonicClock`] otherwise, so a tight threshold is still measured to
+//! the nanosecond.
 
 use std::fmt;
 use std::ops::{Add, Sub};
@@ -127,8 +130,14 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     }
 }
 
-/// The default clock: [`std::time::Instant`], measured from a process-wide
+/// The precise clock: [`std::time::Instant`], measured from a process-wide
 /// origin taken the first time any `MonotonicClock` is read.
+///
+/// A breaker built without a clock uses it when its slow-call threshold is
+/// below [`COARSE_MIN_SLOW_THRESHOLD`]; pass it to
+/// [`CircuitBreakerBuilder::clock`](crate::CircuitBreakerBuilder::clock) to
+/// measure every call to the nanosecond whatever the threshold (a read costs
+/// about 20–40 ns, more than the rest of a call through the breaker).
 ///
 /// ```
 /// use interlock::{Clock, MonotonicClock};
@@ -166,11 +175,13 @@ impl Clock for MonotonicClock {
 /// about a millisecond (plus scheduling delay) behind [`MonotonicClock`],
 /// with the same origin, and never goes backwards.
 ///
-/// Choose it when the breaker's own cost matters more than sub-millisecond
-/// precision: call durations (and so slow-call detection and
+/// A breaker built without a clock reads it when its slow-call threshold is
+/// at least [`COARSE_MIN_SLOW_THRESHOLD`] (the default is 60 s): call
+/// durations (and so slow-call detection and
 /// [`Event::CallRecorded`](crate::Event::CallRecorded)) are then measured
-/// to about a millisecond, and waits elapse up to a millisecond late.
-/// `docs/performance.md` gives the measured difference.
+/// to about a millisecond, and waits elapse up to a millisecond late; the
+/// `auto_transition` timer takes a precise reading when it fires, so it is
+/// never early. `docs/performance.md` gives the measured difference.
 ///
 /// ```
 /// use interlock::{CircuitBreaker, Clock, CoarseClock, MonotonicClock};
@@ -209,6 +220,18 @@ static TICKER: Ticker = Ticker {
 fn ticker() -> &'static Ticker {
     &TICKER
 }
+
+/// The smallest slow-call threshold for which a breaker built without a clock
+/// reads [`CoarseClock`]: a millisecond tick is then at most 1 % of the
+/// threshold. Below it, the breaker reads [`MonotonicClock`].
+///
+/// ```
+/// use interlock::COARSE_MIN_SLOW_THRESHOLD;
+/// use std::time::Duration;
+///
+/// assert_eq!(COARSE_MIN_SLOW_THRESHOLD, Duration::from_millis(100));
+/// ```
+pub const COARSE_MIN_SLOW_THRESHOLD: Duration = Duration::from_millis(100);
 
 impl Ticker {
     fn refresh(&self) -> u64 {
@@ -263,6 +286,21 @@ impl Ticker {
                 }
                 self.refresh();
             }
+        }
+    }
+}
+
+impl CoarseClock {
+    /// A reading that does not tell the thread someone is reading: for the
+    /// second read of a call, whose first read already did (the thread
+    /// cannot park within a second of that).
+    #[inline]
+    fn now_unmarked() -> Timestamp {
+        let t = ticker();
+        if t.running.load(Ordering::Acquire) {
+            Timestamp(t.nanos.load(Ordering::Relaxed))
+        } else {
+            t.wake()
         }
     }
 }
@@ -346,7 +384,10 @@ impl Clock for ManualClock {
 /// a virtual call, anything else through `Arc<dyn Clock>`.
 #[derive(Clone, Debug, Default)]
 pub(crate) enum ClockHandle {
+    /// No clock chosen: [`resolve`](Self::resolve) picks one from the
+    /// breaker's slow-call threshold.
     #[default]
+    Auto,
     Monotonic,
     Coarse,
     Manual(ManualClock),
@@ -369,10 +410,61 @@ impl ClockHandle {
         }
     }
 
+    /// The clock a breaker with this slow-call threshold reads: `Auto`
+    /// becomes [`CoarseClock`] from [`COARSE_MIN_SLOW_THRESHOLD`] up and
+    /// [`MonotonicClock`] below it; a chosen clock stays.
+    pub(crate) fn resolve(self, slow_call_duration_threshold: Duration) -> ClockHandle {
+        match self {
+            ClockHandle::Auto if slow_call_duration_threshold >= COARSE_MIN_SLOW_THRESHOLD => {
+                ClockHandle::Coarse
+            }
+            ClockHandle::Auto => ClockHandle::Monotonic,
+            chosen => chosen,
+        }
+    }
+
+    pub(crate) fn is_coarse(&self) -> bool {
+        matches!(self, ClockHandle::Coarse)
+    }
+
+    /// A reading that does not trail real time, for a decision taken when a
+    /// real-time deadline passes (the `auto_transition` timer): on the
+    /// coarse clock it is a precise reading, stored into the coarse clock so
+    /// that it never goes backwards.
+    pub(crate) fn now_fresh(&self) -> Timestamp {
+        match self {
+            ClockHandle::Coarse => Timestamp(ticker().refresh()),
+            other => other.now(),
+        }
+    }
+
+    /// The current time: the coarse clock (the default) is tested first
+    /// and read inline; the others are a call away.
     #[inline]
     pub(crate) fn now(&self) -> Timestamp {
+        if let ClockHandle::Coarse = self {
+            CoarseClock.now()
+        } else {
+            self.now_other()
+        }
+    }
+
+    /// [`now`](Self::now) for a call's second reading: on the coarse clock
+    /// it skips telling the clock's thread that someone reads (the call's
+    /// first reading did, and the thread stays up a second after that).
+    #[inline]
+    pub(crate) fn now_unmarked(&self) -> Timestamp {
+        if let ClockHandle::Coarse = self {
+            CoarseClock::now_unmarked()
+        } else {
+            self.now_other()
+        }
+    }
+
+    #[inline(never)]
+    fn now_other(&self) -> Timestamp {
         match self {
-            ClockHandle::Monotonic => MonotonicClock.now(),
+            ClockHandle::Auto | ClockHandle::Monotonic => MonotonicClock.now(),
             ClockHandle::Coarse => CoarseClock.now(),
             ClockHandle::Manual(m) => m.now(),
             ClockHandle::Custom(c) => c.now(),

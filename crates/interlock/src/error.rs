@@ -3,9 +3,11 @@
 use std::borrow::Cow;
 use std::error::Error;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::duration_to_nanos;
+use crate::identity::{BreakerName, Identity};
 use crate::machine::State;
 
 /// An invalid configuration, naming the field at fault.
@@ -127,39 +129,11 @@ impl fmt::Display for LastFailure {
 
 impl Error for LastFailure {}
 
-/// What a breaker and its rejections share: its name and last failure.
-#[derive(Debug)]
-pub(crate) struct Identity {
-    pub(crate) name: Box<str>,
-    pub(crate) last_failure: Mutex<Option<LastFailure>>,
-}
-
-impl Identity {
-    pub(crate) fn new(name: &str) -> Self {
-        Identity {
-            name: name.into(),
-            last_failure: Mutex::new(None),
-        }
-    }
-
-    pub(crate) fn last_failure(&self) -> Option<LastFailure> {
-        self.last_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    pub(crate) fn set_last_failure(&self, failure: Option<LastFailure>) {
-        *self
-            .last_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = failure;
-    }
-}
-
 /// A call rejected by an open breaker, before it ran (R6.4).
 ///
-/// Cheap to clone, `Send + Sync`, and it keeps no borrow of the breaker.
+/// Cheap to make, clone and drop, `Send + Sync`, and it keeps no borrow of
+/// the breaker: a name of up to 38 bytes is copied into it (a longer one is
+/// shared), and it touches no counter shared with other threads.
 ///
 /// ```
 /// use interlock::{CallError, CircuitBreaker, State};
@@ -178,35 +152,49 @@ impl Identity {
 /// ```
 #[derive(Clone)]
 pub struct CircuitOpenError {
-    identity: Arc<Identity>,
-    state: State,
-    retry_after: Option<Duration>,
+    name: BreakerName,
+    /// `id << 8 | state`: the breaker's [`Identity::id`] (to find its last
+    /// failure) and the rejecting state's bits, in one word so the error is
+    /// 64 bytes.
+    id_and_state: u64,
+    /// `retry_after` in nanoseconds, [`NO_ESTIMATE`] for `None`.
+    retry_after_nanos: u64,
 }
 
+/// `retry_after_nanos` of a rejection without an estimate.
+pub(crate) const NO_ESTIMATE: u64 = u64::MAX;
+
 impl CircuitOpenError {
-    pub(crate) fn new(
-        identity: Arc<Identity>,
-        state: State,
-        retry_after: Option<Duration>,
-    ) -> Self {
+    #[inline]
+    pub(crate) fn new(identity: &Identity, state: State, retry_after: Option<Duration>) -> Self {
+        // A wait of 584 years or more saturates one nanosecond short of the
+        // sentinel.
+        let nanos = retry_after.map_or(NO_ESTIMATE, |d| duration_to_nanos(d).min(NO_ESTIMATE - 1));
+        Self::with_nanos(identity, state, nanos)
+    }
+
+    /// A rejection with `retry_after` in nanoseconds, [`NO_ESTIMATE`] for
+    /// none.
+    #[inline]
+    pub(crate) fn with_nanos(identity: &Identity, state: State, retry_after_nanos: u64) -> Self {
         CircuitOpenError {
-            identity,
-            state,
-            retry_after,
+            name: identity.rejection_name.clone(),
+            id_and_state: (identity.id << 8) | state.to_bits(),
+            retry_after_nanos,
         }
     }
 
     /// The name of the breaker that rejected the call.
     #[must_use]
     pub fn breaker_name(&self) -> &str {
-        &self.identity.name
+        self.name.as_str()
     }
 
     /// The state that rejected the call: OPEN, HALF_OPEN (probe caps reached)
     /// or FORCED_OPEN.
     #[must_use]
     pub fn state(&self) -> State {
-        self.state
+        State::from_bits(self.id_and_state)
     }
 
     /// How long until the breaker admits a probe: `Some` only for a rejection
@@ -214,7 +202,8 @@ impl CircuitOpenError {
     /// FORCED_OPEN (R6.2).
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        (self.retry_after_nanos != NO_ESTIMATE)
+            .then(|| Duration::from_nanos(self.retry_after_nanos))
     }
 
     /// [`retry_after`](Self::retry_after) rounded up to whole seconds, as an
@@ -231,14 +220,15 @@ impl CircuitOpenError {
     /// ```
     #[must_use]
     pub fn retry_after_secs(&self) -> Option<u64> {
-        self.retry_after.map(ceil_secs)
+        self.retry_after().map(ceil_secs)
     }
 
     /// The breaker's most recent failure (R11.3), read when you ask: `None`
-    /// if there was none or the breaker has been `reset()` since.
+    /// if there was none, the breaker has been `reset()` since, or every
+    /// handle to the breaker has been dropped.
     #[must_use]
     pub fn last_failure(&self) -> Option<LastFailure> {
-        self.identity.last_failure()
+        Identity::last_failure_of(self.id_and_state >> 8)
     }
 }
 
@@ -251,8 +241,8 @@ impl fmt::Debug for CircuitOpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitOpenError")
             .field("breaker_name", &self.breaker_name())
-            .field("state", &self.state)
-            .field("retry_after", &self.retry_after)
+            .field("state", &self.state())
+            .field("retry_after", &self.retry_after())
             .finish_non_exhaustive()
     }
 }
@@ -260,7 +250,7 @@ impl fmt::Debug for CircuitOpenError {
 impl fmt::Display for CircuitOpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "circuit '{}' is open", self.breaker_name())?;
-        if let Some(after) = self.retry_after {
+        if let Some(after) = self.retry_after() {
             write!(f, "; retry in ~{:.3}s", after.as_secs_f64())?;
         }
         Ok(())
@@ -272,8 +262,8 @@ impl Error for CircuitOpenError {}
 impl PartialEq for CircuitOpenError {
     fn eq(&self, other: &Self) -> bool {
         self.breaker_name() == other.breaker_name()
-            && self.state == other.state
-            && self.retry_after == other.retry_after
+            && self.state() == other.state()
+            && self.retry_after_nanos == other.retry_after_nanos
     }
 }
 
@@ -361,8 +351,26 @@ impl<E: Error> Error for CallError<E> {
 
 #[cfg(test)]
 mod tests {
-    use super::ceil_secs;
-    use std::time::Duration;
+    use super::*;
+
+    #[test]
+    fn a_rejection_is_64_bytes_and_keeps_its_estimate() {
+        assert_eq!(std::mem::size_of::<CircuitOpenError>(), 64);
+        let identity = Identity::register("svc");
+        for (state, after) in [
+            (State::Open, Some(Duration::ZERO)),
+            (State::Open, Some(Duration::from_millis(1500))),
+            (State::Open, Some(Duration::MAX)),
+            (State::HalfOpen, None),
+        ] {
+            let e = CircuitOpenError::new(&identity, state, after);
+            assert_eq!(e.state(), state);
+            assert_eq!(e.breaker_name(), "svc");
+            let expected = after.map(|d| d.min(Duration::from_nanos(NO_ESTIMATE - 1)));
+            assert_eq!(e.retry_after(), expected);
+            assert_eq!(e.clone(), e);
+        }
+    }
 
     #[test]
     fn retry_after_rounds_up_to_whole_seconds() {

@@ -81,6 +81,7 @@ mod event;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
+mod identity;
 #[cfg(feature = "tracing")]
 mod logging;
 mod machine;
@@ -97,7 +98,9 @@ mod window;
 
 pub use breaker::{CircuitBreaker, CircuitBreakerBuilder, Permit};
 pub use classify::Verdict;
-pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock, Timestamp};
+pub use clock::{
+    COARSE_MIN_SLOW_THRESHOLD, Clock, CoarseClock, ManualClock, MonotonicClock, Timestamp,
+};
 pub use config::{Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, SlidingWindow};
 pub use error::{CallError, CircuitOpenError, ConfigError, LastFailure};
 pub use event::{Event, EventListener, FanOut};

@@ -22,8 +22,9 @@ pub use permit::Permit;
 use crate::classify::{ErrorClassifier, Verdict};
 use crate::clock::{ClockHandle, Timestamp, duration_to_nanos};
 use crate::config::Config;
-use crate::error::{CallError, CircuitOpenError, Identity, LastFailure};
+use crate::error::{CallError, CircuitOpenError, LastFailure, NO_ESTIMATE};
 use crate::event::{Event, EventListener, emit};
+use crate::identity::Identity;
 use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
 use crate::storage::SharedState;
@@ -134,6 +135,19 @@ pub(crate) struct Inner {
     config: Config,
     clock: ClockHandle,
     slow_nanos: u64,
+    /// A call at least this long is measured again on a precise reading
+    /// before it is judged (R4.3): half of `slow_nanos` on
+    /// [`CoarseClock`](crate::CoarseClock), `slow_nanos` (never) otherwise.
+    refine_nanos: u64,
+    /// Only a success shorter than this may take the lock-free path:
+    /// `refine_nanos`, or zero (never) when listeners want every call
+    /// reported. One comparison instead of two on the hot path.
+    quiet_below_nanos: u64,
+    /// On `CoarseClock`, how close to the end of an OPEN wait a rejection
+    /// takes a precise reading before it rejects (zero otherwise), so a
+    /// caller who waited the whole `retry_after` is never turned away by a
+    /// reading a tick behind.
+    deadline_slack_nanos: u64,
     listeners: Box<[Arc<dyn EventListener>]>,
     classifier: Option<ErrorClassifier>,
     /// Always `std`: the timer thread is not modelled under loom.
@@ -160,6 +174,25 @@ const SHARED_BIT: u64 = 8;
 /// without the lock.
 const QUIET_BIT: u64 = 16;
 const STATUS_SHIFT: u32 = 5;
+/// Bit `s` set for every state `s` that admits every call without a lock
+/// ([`State::admits_all`]: CLOSED, DISABLED, METRICS_ONLY), so admission
+/// tests one bit instead of decoding the state.
+const ADMITS_ALL: u64 = {
+    let mut bits = 0;
+    let mut s = 0;
+    while s < 8 {
+        if State::from_bits(s).admits_all() {
+            bits |= 1 << s;
+        }
+        s += 1;
+    }
+    bits
+};
+/// How close to the end of an OPEN wait a rejection on `CoarseClock` reads
+/// the precise clock: far more than a tick, so that even a clock thread the
+/// scheduler kept waiting never turns away a caller who waited the whole
+/// `retry_after`; a rejection in that last stretch costs one precise read.
+const COARSE_DEADLINE_SLACK: Duration = Duration::from_millis(100);
 
 /// The bits that say "a local OPEN": the state bits and the shared bit
 /// (disjoint, so `+` is `|`).
@@ -175,13 +208,67 @@ fn pack(core: &Core) -> u64 {
         + state.to_bits()
 }
 
-/// An admitted call, before it settles.
+/// An admitted call, before it settles: two words, so it stays in
+/// registers on the way from admission to settlement.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticket {
-    pub(crate) admission: Admission,
     pub(crate) start: Timestamp,
+    /// Laid out like the status word it is checked against:
+    /// `generation << 5 | QUIET_BIT | leased << 2 | probe`. Bits 0 and 1
+    /// are ignored by [`quiet_in`](Self::quiet_in).
+    tag: u64,
+}
+
+/// The ticket's `leased` bit: the status word's state bit 2, which is never
+/// set while the quiet bit is (quiet needs a local CLOSED, and the effective
+/// state is then CLOSED, OPEN or HALF_OPEN), so a leased ticket never
+/// passes [`Ticket::quiet_in`].
+const LEASED_TAG: u64 = 4;
+const PROBE_TAG: u64 = 1;
+
+impl Ticket {
+    fn new(start: Timestamp, admission: Admission, leased: bool) -> Self {
+        Ticket {
+            start,
+            tag: (admission.generation << STATUS_SHIFT)
+                | QUIET_BIT
+                | (u64::from(leased) * LEASED_TAG)
+                | (u64::from(admission.probe) * PROBE_TAG),
+        }
+    }
+
+    /// The admission's generation.
+    #[inline]
+    pub(crate) fn generation(self) -> u64 {
+        self.tag >> STATUS_SHIFT
+    }
+
+    /// Whether a success of this ticket may skip the lock: `status` has the
+    /// quiet bit, no shared view in charge, this ticket's generation, and
+    /// the ticket is not leased. One xor and one mask test.
+    #[inline]
+    fn quiet_in(self, status: u64) -> bool {
+        (status ^ self.tag) & !(PROBE_TAG | 2) == 0
+    }
+
+    /// Admitted as a HALF_OPEN probe.
+    #[inline]
+    pub(crate) fn probe(self) -> bool {
+        self.tag & PROBE_TAG != 0
+    }
+
     /// Admitted through a shared HALF_OPEN lease (R15.2).
-    pub(crate) leased: bool,
+    #[inline]
+    pub(crate) fn leased(self) -> bool {
+        self.tag & LEASED_TAG != 0
+    }
+
+    pub(crate) fn admission(self) -> Admission {
+        Admission {
+            generation: self.generation(),
+            probe: self.probe(),
+        }
+    }
 }
 
 /// What one change under the lock did, to act on after unlocking.
@@ -213,6 +300,23 @@ impl Guard<'_> {
         let this = std::mem::ManuallyDrop::new(self);
         this.inner.settle(this.ticket, verdict, error, type_name);
     }
+}
+
+/// What lock-free admission found.
+enum Door {
+    /// Admitted without the lock.
+    Admit(Admission),
+    /// Rejected in this state, `retry_after` in nanoseconds ([`NO_ESTIMATE`]
+    /// for none).
+    Reject(State, u64),
+    /// The lock (or the storage) decides.
+    Decide,
+}
+
+/// Whether the status word's state admits every call without the lock.
+#[inline]
+fn admits_all(status: u64) -> bool {
+    ADMITS_ALL >> (status & STATE_BITS) & 1 != 0
 }
 
 impl Inner {
@@ -254,7 +358,7 @@ impl Inner {
     }
 
     pub(crate) fn name(&self) -> &str {
-        &self.identity.name
+        self.identity.name()
     }
 
     #[inline]
@@ -264,61 +368,87 @@ impl Inner {
         }
     }
 
+    /// [`reject`](Self::reject) with `retry_after` in nanoseconds
+    /// ([`NO_ESTIMATE`] for none).
+    #[inline]
+    fn reject_nanos(&self, state: State, retry_after_nanos: u64) -> CircuitOpenError {
+        if !self.listeners.is_empty() {
+            self.report_rejection(state);
+        }
+        CircuitOpenError::with_nanos(&self.identity, state, retry_after_nanos)
+    }
+
     #[inline]
     fn reject(&self, state: State, retry_after: Option<Duration>) -> CircuitOpenError {
-        self.emit(&Event::CallRejected {
-            breaker: self.name(),
-            state,
-        });
-        CircuitOpenError::new(Arc::clone(&self.identity), state, retry_after)
+        if !self.listeners.is_empty() {
+            self.report_rejection(state);
+        }
+        CircuitOpenError::new(&self.identity, state, retry_after)
+    }
+
+    /// Out of line, so a rejection nobody listens to builds no event.
+    #[cold]
+    #[inline(never)]
+    fn report_rejection(&self, state: State) {
+        emit(
+            &self.listeners,
+            &Event::CallRejected {
+                breaker: self.name(),
+                state,
+            },
+        );
     }
 
     #[inline]
     fn ticket(&self, admission: Admission, leased: bool) -> Ticket {
         // R4.2: the call's clock starts after admission.
-        Ticket {
-            admission,
-            start: self.clock.now(),
-            leased,
-        }
+        Ticket::new(self.clock.now(), admission, leased)
     }
 
-    /// The lock-free part of admission (R6): `Ok(Some)` admitted, `Ok(None)`
-    /// the lock (or the storage) must decide, `Err` rejected.
+    /// The lock-free part of admission (R6).
     #[inline]
-    fn admit_fast(&self) -> Result<Option<Admission>, CircuitOpenError> {
+    fn door(&self) -> Door {
         let status = self.status.load(Ordering::Acquire);
-        let state = State::from_bits(status);
-        if state.admits_all() {
-            return Ok(Some(Admission {
+        if admits_all(status) {
+            return Door::Admit(Admission {
                 generation: status >> STATUS_SHIFT,
                 probe: false,
-            }));
+            });
         }
         // A local OPEN (the state bits say OPEN, the shared bit is clear).
         if status & LOCAL_STATE_BITS == State::Open.to_bits() {
-            let now = self.clock.now();
-            let until = Timestamp::from_nanos(self.open_until.load(Ordering::Relaxed));
+            let until = self.open_until.load(Ordering::Relaxed);
+            let mut now = self.clock.now().as_nanos();
+            if now < until && until - now <= self.deadline_slack_nanos {
+                now = self.clock.now_fresh().as_nanos();
+            }
             return if now < until {
-                Err(self.reject(State::Open, Some(until - now)))
+                // An OPEN wait is never 584 years; if it were, it would
+                // saturate one nanosecond short of "no estimate".
+                Door::Reject(State::Open, (until - now).min(NO_ESTIMATE - 1))
             } else {
-                Ok(None)
+                Door::Decide
             };
         }
-        match state {
-            State::HalfOpen => Ok(None),
+        match State::from_bits(status) {
+            State::HalfOpen => Door::Decide,
             // FORCED_OPEN, and a shared OPEN (R15.5: no lazy path and no
             // estimate).
-            _ => Err(self.reject(state, None)),
+            state => Door::Reject(state, NO_ESTIMATE),
         }
     }
 
     /// Admission for the blocking API: a shared HALF_OPEN leases inline.
+    ///
+    /// Everything but the locked decision is inlined into the caller, so
+    /// that neither the ticket nor the rejection is copied through memory
+    /// on the way out.
     #[inline]
     pub(crate) fn admit(&self) -> Result<Ticket, CircuitOpenError> {
-        match self.admit_fast()? {
-            Some(admission) => Ok(self.ticket(admission, false)),
-            None => self.admit_slow_blocking(),
+        match self.door() {
+            Door::Admit(admission) => Ok(self.ticket(admission, false)),
+            Door::Reject(state, nanos) => Err(self.reject_nanos(state, nanos)),
+            Door::Decide => self.admit_slow_blocking(),
         }
     }
 
@@ -338,9 +468,10 @@ impl Inner {
         if let Some(lane) = &self.lane {
             lane.ensure_running();
         }
-        match self.admit_fast()? {
-            Some(admission) => Ok(self.ticket(admission, false)),
-            None => {
+        match self.door() {
+            Door::Admit(admission) => Ok(self.ticket(admission, false)),
+            Door::Reject(state, nanos) => Err(self.reject_nanos(state, nanos)),
+            Door::Decide => {
                 let now = self.clock.now();
                 if let Some(lane) = self.lease_lane(now) {
                     if let Some(result) = self.lease_async(&lane, now).await {
@@ -377,15 +508,63 @@ impl Inner {
         error: Option<&dyn fmt::Display>,
         type_name: &'static str,
     ) {
-        let end = self.clock.now();
-        let elapsed_nanos = end.as_nanos().saturating_sub(ticket.start.as_nanos());
+        if verdict == Verdict::Success {
+            self.settle_success(ticket);
+        } else {
+            self.settle_at(ticket, self.clock.now(), verdict, error, type_name);
+        }
+    }
+
+    /// Settles a success. The common case, a call that was not slow in a
+    /// breaker whose machine said a success changes nothing (QUIET_BIT),
+    /// with no listener to tell, returns after one clock read and one load:
+    /// no lock and no shared write.
+    #[inline]
+    fn settle_success(&self, ticket: Ticket) {
+        let end = self.clock.now_unmarked();
+        // Wrapping: a clock that went backwards gives a huge duration, which
+        // takes the general path (and its saturating arithmetic).
+        let elapsed_nanos = end.as_nanos().wrapping_sub(ticket.start.as_nanos());
+        if elapsed_nanos < self.quiet_below_nanos {
+            // See `settle_at` for why skipping the lock is linearizable.
+            let status = self.status.load(Ordering::Acquire);
+            if ticket.quiet_in(status) {
+                return;
+            }
+        }
+        self.settle_at(ticket, end, Verdict::Success, None, "");
+    }
+
+    /// The call's end and duration in nanoseconds. On `CoarseClock` a call
+    /// within a factor two below the slow threshold is measured again to a
+    /// precise end, so a tick of lag never hides a slow call (R4.3).
+    fn measure(&self, start: Timestamp, end: Timestamp) -> (Timestamp, u64) {
+        let elapsed = end.as_nanos().saturating_sub(start.as_nanos());
+        if (self.refine_nanos..self.slow_nanos).contains(&elapsed) {
+            let end = self.clock.now_fresh();
+            (end, end.as_nanos().saturating_sub(start.as_nanos()))
+        } else {
+            (end, elapsed)
+        }
+    }
+
+    /// The general settlement, after the call ended at `end`.
+    fn settle_at(
+        &self,
+        ticket: Ticket,
+        end: Timestamp,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
+        let (end, elapsed_nanos) = self.measure(ticket.start, end);
         let slow = elapsed_nanos >= self.slow_nanos;
         let outcome = Outcome::from_flags(verdict.is_failure(), slow);
         if let (Some(err), true) = (error, verdict.is_failure()) {
             self.remember_failure(err, type_name);
         }
         let status = self.status.load(Ordering::Acquire);
-        let current = status >> STATUS_SHIFT == ticket.admission.generation;
+        let current = status >> STATUS_SHIFT == ticket.generation();
         // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
         // machine: skip the lock. So does a plain success while the machine
         // of this generation has said that one changes nothing (QUIET_BIT).
@@ -415,7 +594,7 @@ impl Inner {
         if let Some(effects) = effects {
             self.after(effects);
         }
-        if ticket.leased {
+        if ticket.leased() {
             // R9.6: a leased probe's verdict always counts in the storage.
             self.enqueue(Write::Probe(outcome));
         }
@@ -430,16 +609,16 @@ impl Inner {
         outcome: Outcome,
         inconclusive: bool,
     ) -> Effects {
-        let inconclusive = inconclusive && !ticket.leased;
+        let inconclusive = inconclusive && !ticket.leased();
         let ((), effects) = self.change(|core| {
             // D2: a leased probe never touches local probe accounting.
-            if ticket.leased && core.machine.state() == State::HalfOpen {
+            if ticket.leased() && core.machine.state() == State::HalfOpen {
                 return ((), None);
             }
             (
                 (),
                 core.machine
-                    .record(end, ticket.admission, outcome, inconclusive),
+                    .record(end, ticket.admission(), outcome, inconclusive),
             )
         });
         effects
@@ -448,8 +627,8 @@ impl Inner {
     /// Hands back a cancelled call's probe slot (R4.5, R8.9). A leased probe
     /// is never handed back (there is no un-lease, R15.4).
     fn release(&self, ticket: Ticket) {
-        if ticket.admission.probe && !ticket.leased {
-            self.core().machine.release(ticket.admission);
+        if ticket.probe() && !ticket.leased() {
+            self.core().machine.release(ticket.admission());
         }
     }
 
@@ -458,16 +637,13 @@ impl Inner {
             static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
         }
         let store = |message: &str| {
-            let mut slot = self
-                .identity
-                .last_failure
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            // Keep the existing record when the same error repeats: no
-            // allocation per failure during an outage.
-            if !slot.as_ref().is_some_and(|f| f.same_as(type_name, message)) {
-                *slot = Some(LastFailure::new(type_name, message.to_owned()));
-            }
+            self.identity.with_last_failure(|slot| {
+                // Keep the existing record when the same error repeats: no
+                // allocation per failure during an outage.
+                if !slot.as_ref().is_some_and(|f| f.same_as(type_name, message)) {
+                    *slot = Some(LastFailure::new(type_name, message.to_owned()));
+                }
+            });
         };
         let reused = SCRATCH.with(|scratch| {
             let Ok(mut buf) = scratch.try_borrow_mut() else {
@@ -598,7 +774,10 @@ impl Inner {
 
 impl TimerTarget for Inner {
     fn fire(&self, generation: u64) {
-        let now = self.clock.now();
+        // The timer fired on real time; a coarse reading could still be a
+        // tick short of the deadline, and a timer that finds the wait not
+        // elapsed is not re-armed (R12.2).
+        let now = self.clock.now_fresh();
         let ((), effects) = self.change(|core| ((), core.machine.on_timer(now, generation)));
         self.timer
             .lock()
@@ -662,14 +841,28 @@ impl<M: Mode> CircuitBreaker<M> {
         let status = AtomicU64::new(pack(&core));
         let open_until = AtomicU64::new(core.machine.open_until().as_nanos());
         let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
+        let clock = clock.resolve(config.slow_call_duration_threshold());
+        let (refine_nanos, deadline_slack_nanos) = if clock.is_coarse() {
+            (slow_nanos / 2, duration_to_nanos(COARSE_DEADLINE_SLACK))
+        } else {
+            (slow_nanos, 0)
+        };
+        let quiet_below_nanos = if listeners.is_empty() {
+            refine_nanos
+        } else {
+            0
+        };
         let inner = Arc::new_cyclic(|weak_self| Inner {
-            identity: Arc::new(Identity::new(&name)),
+            identity: Identity::register(&name),
             status,
             open_until,
             core: Mutex::new(core),
             config,
             clock,
             slow_nanos,
+            refine_nanos,
+            quiet_below_nanos,
+            deadline_slack_nanos,
             listeners: listeners.into_boxed_slice(),
             classifier,
             timer: std::sync::Mutex::new(TimerSlot::default()),
@@ -864,7 +1057,15 @@ impl<M: SyncApi> CircuitBreaker<M> {
     {
         let guard = Guard {
             inner: &self.inner,
-            ticket: self.inner.admit()?,
+            ticket: match self.inner.door() {
+                Door::Admit(admission) => self.inner.ticket(admission, false),
+                // Built straight into the returned error, not copied from an
+                // intermediate `Result`.
+                Door::Reject(state, nanos) => {
+                    return Err(CallError::Rejected(self.inner.reject_nanos(state, nanos)));
+                }
+                Door::Decide => self.inner.admit_slow_blocking()?,
+            },
         };
         let result = f();
         let verdict = match &result {
@@ -910,7 +1111,15 @@ impl<M: SyncApi> CircuitBreaker<M> {
     {
         let guard = Guard {
             inner: &self.inner,
-            ticket: self.inner.admit()?,
+            ticket: match self.inner.door() {
+                Door::Admit(admission) => self.inner.ticket(admission, false),
+                // Built straight into the returned error, not copied from an
+                // intermediate `Result`.
+                Door::Reject(state, nanos) => {
+                    return Err(CallError::Rejected(self.inner.reject_nanos(state, nanos)));
+                }
+                Door::Decide => self.inner.admit_slow_blocking()?,
+            },
         };
         let result = f();
         let verdict = classify(result.as_ref());
@@ -1082,6 +1291,8 @@ impl<M> fmt::Debug for CircuitBreaker<M> {
     }
 }
 
+#[cfg(test)]
+mod clock_tests;
 #[cfg(all(test, interlock_loom))]
 mod loom_tests;
 #[cfg(test)]

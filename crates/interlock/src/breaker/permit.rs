@@ -48,7 +48,7 @@ impl Permit {
     /// Whether this call is a HALF_OPEN probe.
     #[must_use]
     pub fn is_probe(&self) -> bool {
-        self.ticket.admission.probe
+        self.ticket.probe()
     }
 
     /// The name of the breaker that issued the permit.
@@ -60,7 +60,7 @@ impl Permit {
     /// Whether the probe was leased from a shared HALF_OPEN (R15.2).
     #[must_use]
     pub fn is_leased(&self) -> bool {
-        self.ticket.leased
+        self.ticket.leased()
     }
 
     /// The call succeeded.
@@ -139,8 +139,8 @@ impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("breaker", &self.breaker.inner.name())
-            .field("generation", &self.ticket.admission.generation)
-            .field("probe", &self.ticket.admission.probe)
+            .field("generation", &self.ticket.generation())
+            .field("probe", &self.ticket.probe())
             .finish()
     }
 }

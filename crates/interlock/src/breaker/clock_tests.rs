@@ -1,0 +1,159 @@
+//! The default clock on real time: which clock a breaker built without one
+//! reads, and the precise readings that keep `CoarseClock` exact where a
+//! tick of lag would change a decision (R4.3 slow calls, R6 the end of an
+//! OPEN wait, R12.2 the timer). These tests run on real time by nature; they
+//! busy-wait on `MonotonicClock` with a deadline, never sleep.
+
+use std::time::Duration;
+
+use crate::clock::{COARSE_MIN_SLOW_THRESHOLD, ClockHandle};
+use crate::{CallError, CircuitBreaker, Clock, Config, ManualClock, MonotonicClock, State};
+
+fn clock_of(b: &CircuitBreaker) -> &ClockHandle {
+    &b.inner.clock
+}
+
+/// Spins until `MonotonicClock` reads at least `until` (at most 10 s).
+fn spin_until(until: crate::Timestamp) {
+    let deadline = MonotonicClock.now() + Duration::from_secs(10);
+    while MonotonicClock.now() < until {
+        assert!(MonotonicClock.now() < deadline, "spun for 10 s");
+        std::hint::spin_loop();
+    }
+}
+
+fn with_slow_threshold(threshold: Duration) -> Config {
+    Config::builder()
+        .slow_call_duration_threshold(threshold)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn without_a_clock_the_slow_threshold_picks_coarse_or_precise() {
+    let default = CircuitBreaker::new("default");
+    assert!(matches!(clock_of(&default), ClockHandle::Coarse));
+    let at_bound = CircuitBreaker::builder("bound")
+        .config(with_slow_threshold(COARSE_MIN_SLOW_THRESHOLD))
+        .build()
+        .unwrap();
+    assert!(matches!(clock_of(&at_bound), ClockHandle::Coarse));
+    let tight = CircuitBreaker::builder("tight")
+        .config(with_slow_threshold(
+            COARSE_MIN_SLOW_THRESHOLD - Duration::from_nanos(1),
+        ))
+        .build()
+        .unwrap();
+    assert!(matches!(clock_of(&tight), ClockHandle::Monotonic));
+    // A chosen clock is kept whatever the threshold.
+    let chosen = CircuitBreaker::builder("chosen")
+        .clock(MonotonicClock)
+        .build()
+        .unwrap();
+    assert!(matches!(clock_of(&chosen), ClockHandle::Monotonic));
+    let manual = CircuitBreaker::builder("manual")
+        .config(with_slow_threshold(Duration::from_millis(1)))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    assert!(matches!(clock_of(&manual), ClockHandle::Manual(_)));
+    // A registry passes "no clock" on to its breakers.
+    let registry = crate::Registry::new();
+    assert!(matches!(clock_of(&registry.get("r")), ClockHandle::Coarse));
+}
+
+#[test]
+fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
+    // The call lasts the threshold on the precise clock; its coarse end
+    // reading may be a tick short, so only the precise re-reading of a call
+    // near the threshold judges it right. Several calls, so a lucky tick
+    // cannot pass the test.
+    let threshold = COARSE_MIN_SLOW_THRESHOLD;
+    let b = CircuitBreaker::builder("slow")
+        .config(with_slow_threshold(threshold))
+        .build()
+        .unwrap();
+    assert!(matches!(clock_of(&b), ClockHandle::Coarse));
+    for _ in 0..3 {
+        b.call(|| {
+            spin_until(MonotonicClock.now() + threshold);
+            Ok::<_, std::io::Error>(())
+        })
+        .unwrap();
+    }
+    assert_eq!(b.snapshot().slow_calls, 3);
+    // A quick call is not slow.
+    b.call(|| Ok::<_, std::io::Error>(())).unwrap();
+    assert_eq!(b.snapshot().slow_calls, 3);
+    assert_eq!(b.snapshot().total_calls, 4);
+}
+
+fn tripped_on_the_default_clock(wait: Duration) -> (CircuitBreaker, crate::Timestamp) {
+    let b = CircuitBreaker::builder("open")
+        .config(
+            Config::builder()
+                .minimum_number_of_calls(1)
+                .wait_duration_in_open(wait)
+                .permitted_calls_in_half_open(1)
+                .max_concurrent_probes(1)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    assert!(matches!(clock_of(&b), ClockHandle::Coarse));
+    let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
+    assert_eq!(b.state(), State::Open);
+    // The trip read the coarse clock, which never runs ahead of this.
+    (b, MonotonicClock.now())
+}
+
+#[test]
+fn r6_a_caller_who_waited_the_whole_wait_is_admitted_on_the_coarse_clock() {
+    let wait = Duration::from_millis(50);
+    for _ in 0..3 {
+        let (b, tripped) = tripped_on_the_default_clock(wait);
+        match b.call(|| Ok::<_, std::io::Error>(())) {
+            Err(CallError::Rejected(open)) => {
+                assert!(open.retry_after().unwrap() <= wait);
+            }
+            other => panic!("an OPEN breaker admitted a call at once: {other:?}"),
+        }
+        spin_until(tripped + wait);
+        // The wait has elapsed on the precise clock; the coarse reading may
+        // be a tick short, and the rejection must look again before it
+        // turns the caller away.
+        b.call(|| Ok::<_, std::io::Error>(())).unwrap();
+        assert_eq!(b.state(), State::Closed);
+    }
+}
+
+#[test]
+fn r12_2_the_timer_is_never_early_on_the_coarse_clock() {
+    // The timer fires on real time at the deadline; a coarse reading a tick
+    // short would find the wait not elapsed and never re-arm (R12.2),
+    // leaving the breaker OPEN. It takes a precise reading instead.
+    for _ in 0..3 {
+        let b = CircuitBreaker::builder("timer")
+            .config(
+                Config::builder()
+                    .minimum_number_of_calls(1)
+                    .wait_duration_in_open(Duration::from_millis(20))
+                    .auto_transition(true)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap();
+        assert!(matches!(clock_of(&b), ClockHandle::Coarse));
+        let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
+        let deadline = MonotonicClock.now() + Duration::from_secs(10);
+        while b.state() != State::HalfOpen {
+            assert!(
+                MonotonicClock.now() < deadline,
+                "the timer never moved the breaker to HALF_OPEN"
+            );
+            std::thread::yield_now();
+        }
+    }
+}
