@@ -313,6 +313,13 @@ enum Door {
     Decide,
 }
 
+/// The local OPEN deadline as lock-free readers see it: nanoseconds, at most
+/// one below [`NO_ESTIMATE`] (a wait of 584 years saturates a nanosecond
+/// early), so `deadline - now` is always an estimate.
+fn lock_free_deadline(core: &Core) -> u64 {
+    core.machine.open_until().as_nanos().min(NO_ESTIMATE - 1)
+}
+
 /// Whether the status word's state admits every call without the lock.
 #[inline]
 fn admits_all(status: u64) -> bool {
@@ -328,7 +335,7 @@ impl Inner {
     /// neither word, so each is stored only when it moved (writers hold the
     /// lock, so the loads cannot race another store).
     fn publish(&self, core: &Core) {
-        let until = core.machine.open_until().as_nanos();
+        let until = lock_free_deadline(core);
         if self.open_until.load(Ordering::Relaxed) != until {
             self.open_until.store(until, Ordering::Relaxed);
         }
@@ -423,9 +430,8 @@ impl Inner {
                 now = self.clock.now_fresh().as_nanos();
             }
             return if now < until {
-                // An OPEN wait is never 584 years; if it were, it would
-                // saturate one nanosecond short of "no estimate".
-                Door::Reject(State::Open, (until - now).min(NO_ESTIMATE - 1))
+                // Below `NO_ESTIMATE`: `until` is (`lock_free_deadline`).
+                Door::Reject(State::Open, until - now)
             } else {
                 Door::Decide
             };
@@ -839,7 +845,7 @@ impl<M: Mode> CircuitBreaker<M> {
             shared: lane.as_ref().map(|_| SharedCell::default()),
         };
         let status = AtomicU64::new(pack(&core));
-        let open_until = AtomicU64::new(core.machine.open_until().as_nanos());
+        let open_until = AtomicU64::new(lock_free_deadline(&core));
         let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
         let clock = clock.resolve(config.slow_call_duration_threshold());
         let (refine_nanos, deadline_slack_nanos) = if clock.is_coarse() {
