@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::ops::{Add, Sub};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -202,17 +202,21 @@ const COARSE_IDLE_TICKS: u32 = 1000;
 
 struct Ticker {
     nanos: AtomicU64,
-    running: AtomicBool,
-    read_since_tick: AtomicBool,
+    /// [`RUNNING`] and [`READ`]: one byte, so a read tests both at once.
+    flags: AtomicU8,
     thread: Mutex<Option<Thread>>,
 }
+
+/// The thread is refreshing `nanos`.
+const RUNNING: u8 = 1;
+/// Someone read the clock since the thread's last tick.
+const READ: u8 = 2;
 
 /// A plain static (no `OnceLock` check on every read): it starts stopped, so
 /// the first read takes a precise reading through [`Ticker::wake`].
 static TICKER: Ticker = Ticker {
     nanos: AtomicU64::new(0),
-    running: AtomicBool::new(false),
-    read_since_tick: AtomicBool::new(false),
+    flags: AtomicU8::new(0),
     thread: Mutex::new(None),
 };
 
@@ -242,11 +246,8 @@ impl Ticker {
     #[cold]
     fn wake(&'static self) -> Timestamp {
         let now = self.refresh();
-        if self
-            .running
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
+        // Release: the reading above is stored before `RUNNING` is set.
+        if self.flags.fetch_or(RUNNING | READ, Ordering::AcqRel) & RUNNING == 0 {
             let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
             match thread.as_ref() {
                 Some(t) => t.unpark(),
@@ -257,7 +258,9 @@ impl Ticker {
                     match spawned {
                         Ok(handle) => *thread = Some(handle.thread().clone()),
                         // No thread: stay stopped, so every read is precise.
-                        Err(_) => self.running.store(false, Ordering::Release),
+                        Err(_) => {
+                            self.flags.fetch_and(!RUNNING, Ordering::Release);
+                        }
                     }
                 }
             }
@@ -271,17 +274,24 @@ impl Ticker {
             #[allow(clippy::disallowed_methods)] // the clock's own tick
             std::thread::sleep(COARSE_TICK);
             self.refresh();
-            if self.read_since_tick.swap(false, Ordering::Relaxed) {
+            if self.flags.fetch_and(!READ, Ordering::Relaxed) & READ != 0 {
                 idle = 0;
             } else {
                 idle += 1;
             }
             if idle >= COARSE_IDLE_TICKS {
                 idle = 0;
-                self.running.store(false, Ordering::Release);
-                // A reader that saw `running` still true got a reading at
+                // Stop, unless a reader came since the line above.
+                if self
+                    .flags
+                    .compare_exchange(RUNNING, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    continue;
+                }
+                // A reader that saw `RUNNING` still set got a reading at
                 // most one tick old; the next one wakes us.
-                while !self.running.load(Ordering::Acquire) {
+                while self.flags.load(Ordering::Acquire) & RUNNING == 0 {
                     std::thread::park();
                 }
                 self.refresh();
@@ -297,7 +307,7 @@ impl CoarseClock {
     #[inline]
     fn now_unmarked() -> Timestamp {
         let t = ticker();
-        if t.running.load(Ordering::Acquire) {
+        if t.flags.load(Ordering::Acquire) & RUNNING != 0 {
             Timestamp(t.nanos.load(Ordering::Relaxed))
         } else {
             t.wake()
@@ -309,16 +319,17 @@ impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Timestamp {
         let t = ticker();
-        // Acquire: `wake` stored a reading before it set `running`, so a
+        // Acquire: `wake` stored a reading before it set `RUNNING`, so a
         // reader that sees the thread running never sees the initial zero.
-        if t.running.load(Ordering::Acquire) {
-            if !t.read_since_tick.load(Ordering::Relaxed) {
-                t.read_since_tick.store(true, Ordering::Relaxed);
+        let flags = t.flags.load(Ordering::Acquire);
+        if flags != RUNNING | READ {
+            if flags & RUNNING == 0 {
+                return t.wake();
             }
-            Timestamp(t.nanos.load(Ordering::Relaxed))
-        } else {
-            t.wake()
+            // Once per tick: tell the thread someone reads.
+            t.flags.fetch_or(READ, Ordering::Relaxed);
         }
+        Timestamp(t.nanos.load(Ordering::Relaxed))
     }
 }
 

@@ -91,23 +91,32 @@ impl State {
         !matches!(self, State::Open | State::HalfOpen)
     }
 
+    /// Three bits, laid out so that bit 2 is set exactly in the states
+    /// that do not admit every call: admission tests one bit.
     pub(crate) const fn to_bits(self) -> u64 {
-        self as u64
+        match self {
+            State::Closed => 0,
+            State::Disabled => 1,
+            State::MetricsOnly => 2,
+            State::Open => 4,
+            State::HalfOpen => 5,
+            State::ForcedOpen => 6,
+        }
     }
 
     /// The state in the low three bits of `bits` (a table lookup: this
-    /// runs on every admission).
+    /// runs on every admission). 3 and 7 are never stored.
     #[inline]
     pub(crate) const fn from_bits(bits: u64) -> State {
         const BY_BITS: [State; 8] = [
             State::Closed,
-            State::Open,
-            State::HalfOpen,
-            State::ForcedOpen,
             State::Disabled,
             State::MetricsOnly,
             State::MetricsOnly,
-            State::MetricsOnly,
+            State::Open,
+            State::HalfOpen,
+            State::ForcedOpen,
+            State::ForcedOpen,
         ];
         BY_BITS[(bits & 7) as usize]
     }

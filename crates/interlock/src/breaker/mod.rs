@@ -174,20 +174,10 @@ const SHARED_BIT: u64 = 8;
 /// without the lock.
 const QUIET_BIT: u64 = 16;
 const STATUS_SHIFT: u32 = 5;
-/// Bit `s` set for every state `s` that admits every call without a lock
-/// ([`State::admits_all`]: CLOSED, DISABLED, METRICS_ONLY), so admission
-/// tests one bit instead of decoding the state.
-const ADMITS_ALL: u64 = {
-    let mut bits = 0;
-    let mut s = 0;
-    while s < 8 {
-        if State::from_bits(s).admits_all() {
-            bits |= 1 << s;
-        }
-        s += 1;
-    }
-    bits
-};
+/// Set in the state bits of exactly the states that do not admit every call
+/// without the lock ([`State::to_bits`]; CLOSED, DISABLED and METRICS_ONLY
+/// admit).
+const HOLDS_CALLS_BIT: u64 = 4;
 /// How close to the end of an OPEN wait a rejection on `CoarseClock` reads
 /// the precise clock: far more than a tick, so that even a clock thread the
 /// scheduler kept waiting never turns away a caller who waited the whole
@@ -219,11 +209,11 @@ pub(crate) struct Ticket {
     tag: u64,
 }
 
-/// The ticket's `leased` bit: the status word's state bit 2, which is never
-/// set while the quiet bit is (quiet needs a local CLOSED, and the effective
-/// state is then CLOSED, OPEN or HALF_OPEN), so a leased ticket never
-/// passes [`Ticket::quiet_in`].
-const LEASED_TAG: u64 = 4;
+/// The ticket's `leased` bit: the status word's [`HOLDS_CALLS_BIT`]. While
+/// the quiet bit is set the local machine is CLOSED, so that bit is set only
+/// when a shared view governs, and then so is [`SHARED_BIT`], which a ticket
+/// never has: a leased ticket never passes [`Ticket::quiet_in`].
+const LEASED_TAG: u64 = HOLDS_CALLS_BIT;
 const PROBE_TAG: u64 = 1;
 
 impl Ticket {
@@ -323,7 +313,7 @@ fn lock_free_deadline(core: &Core) -> u64 {
 /// Whether the status word's state admits every call without the lock.
 #[inline]
 fn admits_all(status: u64) -> bool {
-    ADMITS_ALL >> (status & STATE_BITS) & 1 != 0
+    status & HOLDS_CALLS_BIT == 0
 }
 
 impl Inner {

@@ -1,0 +1,124 @@
+//! Paired ratios: interlock against a peer, timed in alternating slices on one thread.
+//!
+//! criterion (`benches/side_by_side.rs`) times one library after the other; on a shared
+//! virtual machine the host can run one of them in a slow phase and the next in a fast one
+//! (the same call has measured 5 ns and 10 ns minutes apart), so a single run's ratio can be
+//! off by up to 2x. Here the two breakers take turns: `SLICE` calls of ours, `SLICE` calls of
+//! the peer, repeated `ROUNDS` times with the order swapped every round, and each round gives
+//! one ratio. Both sides of a ratio ran within a millisecond of each other, in the same
+//! phase; the median over rounds is the figure. Same breakers, same setup code and same
+//! `SyncBreaker::call` as the criterion target.
+//!
+//! ```sh
+//! cargo run --release -p interlock-benches --bin paired
+//! ```
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark harness reads the wall clock"
+)]
+#![allow(clippy::print_stdout, reason = "a benchmark prints its results")]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser};
+use interlock_benches::{SyncBreaker, ours};
+
+/// Calls per slice: about 50-200 µs per slice at these speeds.
+const SLICE: u32 = 20_000;
+/// Rounds per pair (each round times one slice of each breaker).
+const ROUNDS: usize = 400;
+
+fn slice<B: SyncBreaker>(b: &B, expect: bool) -> Duration {
+    let start = Instant::now();
+    for _ in 0..SLICE {
+        let admitted = black_box(b).call();
+        debug_assert_eq!(admitted, expect);
+        black_box(admitted);
+    }
+    start.elapsed()
+}
+
+/// Median over rounds of ours / peer, and the median per-call times. Generic, not `dyn`: each
+/// breaker's call is inlined into its loop, as in the criterion target.
+fn paired<A: SyncBreaker, B: SyncBreaker>(ours: &A, peer: &B, expect: bool) -> (f64, f64, f64) {
+    // Warm both up, and check the scenario holds.
+    assert_eq!(ours.call(), expect, "interlock left its scenario");
+    assert_eq!(peer.call(), expect, "the peer left its scenario");
+    for _ in 0..20 {
+        slice(ours, expect);
+        slice(peer, expect);
+    }
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    let mut ours_ns = Vec::with_capacity(ROUNDS);
+    let mut peer_ns = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        let (a, b) = if round % 2 == 0 {
+            let a = slice(ours, expect);
+            (a, slice(peer, expect))
+        } else {
+            let b = slice(peer, expect);
+            (slice(ours, expect), b)
+        };
+        ratios.push(a.as_secs_f64() / b.as_secs_f64());
+        ours_ns.push(a.as_secs_f64() * 1e9 / f64::from(SLICE));
+        peer_ns.push(b.as_secs_f64() * 1e9 / f64::from(SLICE));
+    }
+    assert_eq!(ours.call(), expect, "interlock left its scenario");
+    assert_eq!(peer.call(), expect, "the peer left its scenario");
+    (
+        median(&mut ratios),
+        median(&mut ours_ns),
+        median(&mut peer_ns),
+    )
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn report(path: &str, peer: &str, target: f64, (ratio, ours, theirs): (f64, f64, f64)) {
+    let verdict = if ratio <= target { "met" } else { "NOT met" };
+    println!(
+        "{path:<9} vs {peer:<18} ratio {ratio:.3} (target <= {target}; {verdict})   \
+         interlock {ours:6.2} ns   {peer} {theirs:6.2} ns"
+    );
+}
+
+fn main() {
+    println!("{ROUNDS} rounds of {SLICE} calls per breaker; medians per round");
+    let closed = ours::closed();
+    report(
+        "closed",
+        "recloser",
+        0.5,
+        paired(&closed, &recloser::closed(), true),
+    );
+    report(
+        "closed",
+        "failsafe",
+        0.5,
+        paired(&closed, &failsafe::closed(), true),
+    );
+    let rejected = ours::rejected();
+    report(
+        "rejected",
+        "failsafe",
+        0.25,
+        paired(&rejected, &failsafe::rejected(), false),
+    );
+    report(
+        "rejected",
+        "recloser",
+        0.25,
+        paired(&rejected, &recloser::rejected(), false),
+    );
+    report(
+        "rejected",
+        "circuitbreaker-rs",
+        0.25,
+        paired(&rejected, &circuitbreaker_rs::rejected(), false),
+    );
+}
