@@ -7,7 +7,8 @@
 //! the peer, repeated `ROUNDS` times with the order swapped every round, and each round gives
 //! one ratio. Both sides of a ratio ran within a millisecond of each other, in the same
 //! phase; the median over rounds is the figure. Same breakers, same setup code and same
-//! `SyncBreaker::call` as the criterion target.
+//! `SyncBreaker::call` as the criterion target. The last line pairs interlock's time window
+//! holding 100k calls with the same window holding 1k.
 //!
 //! ```sh
 //! cargo run --release -p interlock-benches --bin paired
@@ -87,6 +88,43 @@ fn report(path: &str, peer: &str, target: f64, (ratio, ours, theirs): (f64, f64,
     );
 }
 
+/// The time window at 100k calls against itself at 1k: fresh prefilled breakers every round
+/// (untimed), then one slice of `TW_SLICE` calls on each, alternating which goes first, so a
+/// window never holds more than n + `TW_SLICE` calls while timed.
+fn time_window_ratio() -> (f64, f64, f64) {
+    const TW_SLICE: u32 = 1_000;
+    const TW_ROUNDS: usize = 60;
+    let time = |b: &ours::Breaker| {
+        let start = Instant::now();
+        for _ in 0..TW_SLICE {
+            black_box(black_box(b).call());
+        }
+        start.elapsed()
+    };
+    let mut ratios = Vec::with_capacity(TW_ROUNDS);
+    let mut big_ns = Vec::with_capacity(TW_ROUNDS);
+    let mut small_ns = Vec::with_capacity(TW_ROUNDS);
+    for round in 0..TW_ROUNDS {
+        let big = ours::time_window(100_000);
+        let small = ours::time_window(1_000);
+        let (a, b) = if round % 2 == 0 {
+            let a = time(&big);
+            (a, time(&small))
+        } else {
+            let b = time(&small);
+            (time(&big), b)
+        };
+        ratios.push(a.as_secs_f64() / b.as_secs_f64());
+        big_ns.push(a.as_secs_f64() * 1e9 / f64::from(TW_SLICE));
+        small_ns.push(b.as_secs_f64() * 1e9 / f64::from(TW_SLICE));
+    }
+    (
+        median(&mut ratios),
+        median(&mut big_ns),
+        median(&mut small_ns),
+    )
+}
+
 fn main() {
     println!("{ROUNDS} rounds of {SLICE} calls per breaker; medians per round");
     let closed = ours::closed();
@@ -120,5 +158,11 @@ fn main() {
         "circuitbreaker-rs",
         0.25,
         paired(&rejected, &circuitbreaker_rs::rejected(), false),
+    );
+    let (ratio, big, small) = time_window_ratio();
+    let verdict = if ratio <= 1.1 { "met" } else { "NOT met" };
+    println!(
+        "time window 100k vs 1k calls: ratio {ratio:.3} (target <= 1.1; {verdict})   \
+         {big:6.2} ns at 100k, {small:6.2} ns at 1k"
     );
 }
