@@ -559,7 +559,10 @@ impl<M: Mode> RegistryBuilder<M> {
         self
     }
 
-    /// The clock every breaker uses.
+    /// The clock every breaker uses. Without one, each breaker picks its
+    /// own from its slow-call threshold, as
+    /// [`CircuitBreakerBuilder::clock`](crate::CircuitBreakerBuilder::clock)
+    /// says.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.template.clock = ClockHandle::from_clock(clock);
         self

@@ -102,8 +102,12 @@ impl<M: Mode> CircuitBreakerBuilder<M> {
         self
     }
 
-    /// The clock for waits and call durations (default:
-    /// [`MonotonicClock`](crate::MonotonicClock)).
+    /// The clock for waits and call durations. Without one, the breaker
+    /// reads [`CoarseClock`](crate::CoarseClock) when its
+    /// `slow_call_duration_threshold` is at least
+    /// [`COARSE_MIN_SLOW_THRESHOLD`](crate::COARSE_MIN_SLOW_THRESHOLD)
+    /// (100 ms; the default is 60 s) and
+    /// [`MonotonicClock`](crate::MonotonicClock) below it.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = ClockHandle::from_clock(clock);
         self
