@@ -1243,3 +1243,57 @@ fn the_status_word_encodes_every_state_and_its_admission_in_one_bit() {
         assert_eq!(super::admits_all(status), s.admits_all(), "{s:?}");
     }
 }
+
+#[test]
+fn without_listeners_a_quiet_success_settles_without_the_lock_and_a_slow_one_takes_it() {
+    // The fast path of `settle_success` (no listener to tell): the same rule
+    // as above, on the path a breaker without listeners takes.
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder("quiet")
+        .config(
+            cfg()
+                .sliding_window(SlidingWindow::count(3))
+                .minimum_number_of_calls(3)
+                .build()
+                .unwrap(),
+        )
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        ok(&b).unwrap();
+    }
+    for _ in 0..3 {
+        assert!(settles_while_locked(
+            &b,
+            b.acquire().unwrap(),
+            crate::Permit::success,
+            SHOULD
+        ));
+    }
+    assert_eq!(b.snapshot().total_calls, 3);
+    let slow = b.acquire().unwrap();
+    clock.advance(b.config().slow_call_duration_threshold());
+    assert!(!settles_while_locked(
+        &b,
+        slow,
+        crate::Permit::success,
+        CANNOT
+    ));
+    assert_eq!(b.snapshot().slow_calls, 1);
+}
+
+#[test]
+fn an_open_wait_of_centuries_still_gives_an_estimate() {
+    // The lock-free deadline saturates one nanosecond below "no estimate".
+    let (b, _clock, _log) = make(
+        cfg()
+            .minimum_number_of_calls(1)
+            .wait_duration_in_open(Duration::MAX),
+    );
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    let open = rejected(ok(&b));
+    assert_eq!(open.state(), State::Open);
+    assert!(open.retry_after().unwrap() > Duration::from_secs(500 * 365 * 86_400));
+}
