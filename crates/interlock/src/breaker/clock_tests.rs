@@ -88,41 +88,50 @@ fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
     assert_eq!(b.snapshot().total_calls, 4);
 }
 
+/// A breaker on the default (coarse) clock, tripped, and the exact end of its
+/// OPEN wait: the trip's coarse reading is known when the coarse clock did
+/// not tick during the tripping call (tried until it did not).
 fn tripped_on_the_default_clock(wait: Duration) -> (CircuitBreaker, crate::Timestamp) {
-    let b = CircuitBreaker::builder("open")
-        .config(
-            Config::builder()
-                .minimum_number_of_calls(1)
-                .wait_duration_in_open(wait)
-                .permitted_calls_in_half_open(1)
-                .max_concurrent_probes(1)
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
-    assert!(matches!(clock_of(&b), ClockHandle::Coarse));
-    let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
-    assert_eq!(b.state(), State::Open);
-    // The trip read the coarse clock, which never runs ahead of this.
-    (b, MonotonicClock.now())
+    use crate::CoarseClock;
+    loop {
+        let b = CircuitBreaker::builder("open")
+            .config(
+                Config::builder()
+                    .minimum_number_of_calls(1)
+                    .wait_duration_in_open(wait)
+                    .permitted_calls_in_half_open(1)
+                    .max_concurrent_probes(1)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap();
+        assert!(matches!(clock_of(&b), ClockHandle::Coarse));
+        let before = CoarseClock.now();
+        let _ = b.call(|| Err::<(), _>(std::io::Error::other("down")));
+        let after = CoarseClock.now();
+        assert_eq!(b.state(), State::Open);
+        if before == after {
+            return (b, before + wait);
+        }
+    }
 }
 
 #[test]
 fn r6_a_caller_who_waited_the_whole_wait_is_admitted_on_the_coarse_clock() {
     let wait = Duration::from_millis(50);
     for _ in 0..3 {
-        let (b, tripped) = tripped_on_the_default_clock(wait);
+        let (b, until) = tripped_on_the_default_clock(wait);
         match b.call(|| Ok::<_, std::io::Error>(())) {
             Err(CallError::Rejected(open)) => {
                 assert!(open.retry_after().unwrap() <= wait);
             }
             other => panic!("an OPEN breaker admitted a call at once: {other:?}"),
         }
-        spin_until(tripped + wait);
-        // The wait has elapsed on the precise clock; the coarse reading may
-        // be a tick short, and the rejection must look again before it
-        // turns the caller away.
+        // The wait has just elapsed on the precise clock; the coarse clock
+        // almost surely has not ticked past it yet, so the rejection must
+        // look again before it turns the caller away.
+        spin_until(until);
         b.call(|| Ok::<_, std::io::Error>(())).unwrap();
         assert_eq!(b.state(), State::Closed);
     }
