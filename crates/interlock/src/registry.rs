@@ -24,7 +24,74 @@ use crate::mode::{AsyncApi, Local, Mode, SyncApi};
 use crate::storage::Coordinator;
 use crate::storage::coordinator::Lane;
 
-type Table = HashMap<Box<str>, CircuitBreaker, NameHash>;
+/// The published name table: built once per publication, then only read,
+/// so it is a plain open-addressing array (linear probing, at most half
+/// full) that a hit walks with one hash, one or two slot compares and one
+/// key comparison.
+struct Table {
+    slots: Box<[Option<Slot>]>,
+    mask: usize,
+    hash: NameHash,
+}
+
+struct Slot {
+    hash: u64,
+    name: Box<str>,
+    breaker: CircuitBreaker,
+}
+
+impl Table {
+    fn empty(hash: NameHash) -> Self {
+        Table {
+            slots: Box::new([None]),
+            mask: 0,
+            hash,
+        }
+    }
+
+    fn build(hash: NameHash, entries: &[(Box<str>, CircuitBreaker)]) -> Self {
+        let capacity = (entries.len() * 2).next_power_of_two().max(1);
+        let mut slots: Box<[Option<Slot>]> = (0..capacity).map(|_| None).collect();
+        let mask = capacity - 1;
+        for (name, breaker) in entries {
+            let h = hash.of(name);
+            let mut i = index(h, mask);
+            while slots[i].is_some() {
+                i = (i + 1) & mask;
+            }
+            slots[i] = Some(Slot {
+                hash: h,
+                name: name.clone(),
+                breaker: breaker.clone(),
+            });
+        }
+        Table { slots, mask, hash }
+    }
+
+    #[inline]
+    fn get(&self, name: &str) -> Option<&CircuitBreaker> {
+        let h = self.hash.of(name);
+        let mut i = index(h, self.mask);
+        // At most half full: the walk always meets an empty slot.
+        loop {
+            match self.slots.get(i)? {
+                None => return None,
+                Some(slot) if slot.hash == h && *slot.name == *name => return Some(&slot.breaker),
+                Some(_) => i = (i + 1) & self.mask,
+            }
+        }
+    }
+}
+
+/// The slot a hash starts at.
+#[inline]
+fn index(hash: u64, mask: usize) -> usize {
+    // Truncation on 32-bit targets keeps the low bits, which is all the
+    // mask wants.
+    #[allow(clippy::cast_possible_truncation)]
+    let low = hash as usize;
+    low & mask
+}
 
 /// A fast string hash for breaker names, seeded per registry from std's
 /// random keys (a lookup hashes a short name in a few instructions, where
@@ -42,6 +109,17 @@ impl NameHash {
         NameHash {
             seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1,
         }
+    }
+}
+
+impl NameHash {
+    /// The hash of a name (its bytes only: the table compares lengths).
+    #[inline]
+    fn of(&self, name: &str) -> u64 {
+        use std::hash::Hasher;
+        let mut hasher = NameHasher { hash: self.seed };
+        hasher.write(name.as_bytes());
+        hasher.finish()
     }
 }
 
@@ -243,7 +321,7 @@ impl<M: Mode> Registry<M> {
             inner: Arc::new(RegistryInner {
                 id: next_registry_id(),
                 epoch: AtomicU64::new(0),
-                published: Mutex::new((0, Arc::new(Table::with_hasher(hash)))),
+                published: Mutex::new((0, Arc::new(Table::empty(hash)))),
                 hash,
                 all: Mutex::new(All {
                     order: Vec::new(),
@@ -463,9 +541,8 @@ impl<M: Mode> Registry<M> {
         if all.unpublished == 0 {
             return;
         }
-        let mut table = Table::with_capacity_and_hasher(all.order.len(), self.inner.hash);
-        table.extend(all.order.iter().map(|(name, b)| (name.clone(), b.clone())));
-        all.published_len = table.len();
+        let table = Table::build(self.inner.hash, &all.order);
+        all.published_len = all.order.len();
         all.unpublished = 0;
         let mut published = self
             .inner
