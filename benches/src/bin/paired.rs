@@ -31,14 +31,45 @@ const SLICE: u32 = 20_000;
 /// Rounds per pair (each round times one slice of each breaker).
 const ROUNDS: usize = 400;
 
-fn slice<B: SyncBreaker>(b: &B, expect: bool) -> Duration {
+/// Wall time of `calls` calls of `b`, each expected to answer `expect`.
+fn slice<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
     let start = Instant::now();
-    for _ in 0..SLICE {
+    for _ in 0..calls {
         let admitted = black_box(b).call();
         debug_assert_eq!(admitted, expect);
         black_box(admitted);
     }
     start.elapsed()
+}
+
+/// `rounds` rounds of `setup` (untimed), then one timed slice of `a` and one of `b`, in swapped
+/// order every other round. Medians over rounds of a / b, and of each side's time per call
+/// (`calls` calls per slice).
+fn alternate<S>(
+    rounds: usize,
+    calls: u32,
+    mut setup: impl FnMut() -> S,
+    mut a: impl FnMut(&S) -> Duration,
+    mut b: impl FnMut(&S) -> Duration,
+) -> (f64, f64, f64) {
+    let per_call = |d: Duration| d.as_secs_f64() * 1e9 / f64::from(calls);
+    let mut ratios = Vec::with_capacity(rounds);
+    let mut a_ns = Vec::with_capacity(rounds);
+    let mut b_ns = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let state = setup();
+        let (ta, tb) = if round % 2 == 0 {
+            let ta = a(&state);
+            (ta, b(&state))
+        } else {
+            let tb = b(&state);
+            (a(&state), tb)
+        };
+        ratios.push(ta.as_secs_f64() / tb.as_secs_f64());
+        a_ns.push(per_call(ta));
+        b_ns.push(per_call(tb));
+    }
+    (median(&mut ratios), median(&mut a_ns), median(&mut b_ns))
 }
 
 /// Median over rounds of ours / peer, and the median per-call times. Generic, not `dyn`: each
@@ -48,31 +79,19 @@ fn paired<A: SyncBreaker, B: SyncBreaker>(ours: &A, peer: &B, expect: bool) -> (
     assert_eq!(ours.call(), expect, "interlock left its scenario");
     assert_eq!(peer.call(), expect, "the peer left its scenario");
     for _ in 0..20 {
-        slice(ours, expect);
-        slice(peer, expect);
+        slice(ours, SLICE, expect);
+        slice(peer, SLICE, expect);
     }
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    let mut ours_ns = Vec::with_capacity(ROUNDS);
-    let mut peer_ns = Vec::with_capacity(ROUNDS);
-    for round in 0..ROUNDS {
-        let (a, b) = if round % 2 == 0 {
-            let a = slice(ours, expect);
-            (a, slice(peer, expect))
-        } else {
-            let b = slice(peer, expect);
-            (slice(ours, expect), b)
-        };
-        ratios.push(a.as_secs_f64() / b.as_secs_f64());
-        ours_ns.push(a.as_secs_f64() * 1e9 / f64::from(SLICE));
-        peer_ns.push(b.as_secs_f64() * 1e9 / f64::from(SLICE));
-    }
+    let result = alternate(
+        ROUNDS,
+        SLICE,
+        || (),
+        |()| slice(ours, SLICE, expect),
+        |()| slice(peer, SLICE, expect),
+    );
     assert_eq!(ours.call(), expect, "interlock left its scenario");
     assert_eq!(peer.call(), expect, "the peer left its scenario");
-    (
-        median(&mut ratios),
-        median(&mut ours_ns),
-        median(&mut peer_ns),
-    )
+    result
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -94,34 +113,12 @@ fn report(path: &str, peer: &str, target: f64, (ratio, ours, theirs): (f64, f64,
 fn time_window_ratio() -> (f64, f64, f64) {
     const TW_SLICE: u32 = 1_000;
     const TW_ROUNDS: usize = 60;
-    let time = |b: &ours::Breaker| {
-        let start = Instant::now();
-        for _ in 0..TW_SLICE {
-            black_box(black_box(b).call());
-        }
-        start.elapsed()
-    };
-    let mut ratios = Vec::with_capacity(TW_ROUNDS);
-    let mut big_ns = Vec::with_capacity(TW_ROUNDS);
-    let mut small_ns = Vec::with_capacity(TW_ROUNDS);
-    for round in 0..TW_ROUNDS {
-        let big = ours::time_window(100_000);
-        let small = ours::time_window(1_000);
-        let (a, b) = if round % 2 == 0 {
-            let a = time(&big);
-            (a, time(&small))
-        } else {
-            let b = time(&small);
-            (time(&big), b)
-        };
-        ratios.push(a.as_secs_f64() / b.as_secs_f64());
-        big_ns.push(a.as_secs_f64() * 1e9 / f64::from(TW_SLICE));
-        small_ns.push(b.as_secs_f64() * 1e9 / f64::from(TW_SLICE));
-    }
-    (
-        median(&mut ratios),
-        median(&mut big_ns),
-        median(&mut small_ns),
+    alternate(
+        TW_ROUNDS,
+        TW_SLICE,
+        || (ours::time_window(100_000), ours::time_window(1_000)),
+        |(big, _)| slice(big, TW_SLICE, true),
+        |(_, small)| slice(small, TW_SLICE, true),
     )
 }
 

@@ -164,15 +164,14 @@ pub struct CircuitOpenError {
 /// `retry_after_nanos` of a rejection without an estimate.
 pub(crate) const NO_ESTIMATE: u64 = u64::MAX;
 
-impl CircuitOpenError {
-    #[inline]
-    pub(crate) fn new(identity: &Identity, state: State, retry_after: Option<Duration>) -> Self {
-        // A wait of 584 years or more saturates one nanosecond short of the
-        // sentinel.
-        let nanos = retry_after.map_or(NO_ESTIMATE, |d| duration_to_nanos(d).min(NO_ESTIMATE - 1));
-        Self::with_nanos(identity, state, nanos)
-    }
+/// `retry_after` as a rejection stores it: nanoseconds, [`NO_ESTIMATE`] for
+/// none; a wait of 584 years or more saturates one nanosecond short of the
+/// sentinel.
+pub(crate) fn estimate_nanos(retry_after: Option<Duration>) -> u64 {
+    retry_after.map_or(NO_ESTIMATE, |d| duration_to_nanos(d).min(NO_ESTIMATE - 1))
+}
 
+impl CircuitOpenError {
     /// A rejection with `retry_after` in nanoseconds, [`NO_ESTIMATE`] for
     /// none.
     #[inline]
@@ -363,7 +362,7 @@ mod tests {
             (State::Open, Some(Duration::MAX)),
             (State::HalfOpen, None),
         ] {
-            let e = CircuitOpenError::new(&identity, state, after);
+            let e = CircuitOpenError::with_nanos(&identity, state, estimate_nanos(after));
             assert_eq!(e.state(), state);
             assert_eq!(e.breaker_name(), "svc");
             let expected = after.map(|d| d.min(Duration::from_nanos(NO_ESTIMATE - 1)));

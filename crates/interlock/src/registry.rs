@@ -123,13 +123,6 @@ impl NameHash {
     }
 }
 
-impl std::hash::BuildHasher for NameHash {
-    type Hasher = NameHasher;
-    fn build_hasher(&self) -> NameHasher {
-        NameHasher { hash: self.seed }
-    }
-}
-
 #[derive(Debug)]
 struct NameHasher {
     hash: u64,
@@ -190,11 +183,6 @@ impl std::hash::Hasher for NameHasher {
             };
             self.add(word ^ ((rest.len() as u64) << 59));
         }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
     }
 
     #[inline]
@@ -824,7 +812,7 @@ mod tests {
 
     #[test]
     fn name_hash_tail_reads_equal_a_zero_padded_copy() {
-        use std::hash::{BuildHasher, Hasher};
+        use std::hash::Hasher;
         // The straightforward definition: 8-byte chunks, then the tail
         // copied into a zeroed word.
         fn reference(seed: u64, bytes: &[u8]) -> u64 {
@@ -846,7 +834,7 @@ mod tests {
         let hash = NameHash::new();
         let text: Vec<u8> = (1..=40u8).map(|b| b.wrapping_mul(37)).collect();
         for len in 0..=text.len() {
-            let mut h = hash.build_hasher();
+            let mut h = NameHasher { hash: hash.seed };
             h.write(&text[..len]);
             assert_eq!(
                 h.finish(),

@@ -22,7 +22,7 @@ pub use permit::Permit;
 use crate::classify::{ErrorClassifier, Verdict};
 use crate::clock::{ClockHandle, Timestamp, duration_to_nanos};
 use crate::config::Config;
-use crate::error::{CallError, CircuitOpenError, LastFailure, NO_ESTIMATE};
+use crate::error::{CallError, CircuitOpenError, LastFailure, NO_ESTIMATE, estimate_nanos};
 use crate::event::{Event, EventListener, emit};
 use crate::identity::Identity;
 use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
@@ -377,10 +377,7 @@ impl Inner {
 
     #[inline]
     fn reject(&self, state: State, retry_after: Option<Duration>) -> CircuitOpenError {
-        if !self.listeners.is_empty() {
-            self.report_rejection(state);
-        }
-        CircuitOpenError::new(&self.identity, state, retry_after)
+        self.reject_nanos(state, estimate_nanos(retry_after))
     }
 
     /// Out of line, so a rejection nobody listens to builds no event.

@@ -1098,6 +1098,29 @@ fn a_success_takes_the_lock_under_a_time_window_and_outside_closed() {
 
 // ---- D2 / Q1: leased probes never enter local probe accounting ---------------
 
+/// A breaker named "payments" coordinated through a `MemoryStorage` on a
+/// manual clock, whose lane runs only when the test says so.
+fn coordinated_on_a_manual_lane(
+    config: ConfigBuilder,
+) -> (
+    CircuitBreaker<crate::mode::Blocking>,
+    ManualClock,
+    crate::storage::MemoryStorage,
+    crate::storage::Coordinator<crate::mode::Blocking>,
+) {
+    use crate::storage::{Coordinator, MemoryStorage};
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder().clock(clock.clone()).build();
+    let lane = Coordinator::manual(storage.clone());
+    let b = CircuitBreaker::builder("payments")
+        .config(config.build().unwrap())
+        .clock(clock.clone())
+        .coordinator(&lane)
+        .build()
+        .unwrap();
+    (b, clock, storage, lane)
+}
+
 #[test]
 fn d2_a_leased_probe_released_or_settled_into_a_local_half_open_round_leaves_it_alone() {
     // Quirk Q1: the local machine runs its own HALF_OPEN round (begun while
@@ -1106,22 +1129,11 @@ fn d2_a_leased_probe_released_or_settled_into_a_local_half_open_round_leaves_it_
     // leased probe dropped unsettled hands nothing back to the local round,
     // and one that settles records nothing in it: its verdict goes to the
     // storage only (D2, R15.4).
-    use crate::storage::{Coordinator, MemoryStorage};
-    let clock = ManualClock::new();
-    let storage = MemoryStorage::builder().clock(clock.clone()).build();
-    let lane = Coordinator::manual(storage.clone());
-    let b = CircuitBreaker::builder("payments")
-        .config(
-            small()
-                .permitted_calls_in_half_open(2)
-                .max_concurrent_probes(2)
-                .build()
-                .unwrap(),
-        )
-        .clock(clock.clone())
-        .coordinator(&lane)
-        .build()
-        .unwrap();
+    let (b, clock, storage, lane) = coordinated_on_a_manual_lane(
+        small()
+            .permitted_calls_in_half_open(2)
+            .max_concurrent_probes(2),
+    );
     while b.state() == State::Closed {
         let _ = b.call(|| Err::<(), _>(Boom("503")));
     }
@@ -1186,16 +1198,7 @@ fn r15_8_overrides_and_a_local_reopen_write_no_shared_trip() {
     // Only a local CLOSED -> OPEN trip is shared (R15.4); an operator
     // override is local to the instance (R15.8), and so is a re-open from a
     // local HALF_OPEN round.
-    use crate::storage::{Coordinator, MemoryStorage};
-    let clock = ManualClock::new();
-    let storage = MemoryStorage::builder().clock(clock.clone()).build();
-    let lane = Coordinator::manual(storage.clone());
-    let b = CircuitBreaker::builder("payments")
-        .config(small().build().unwrap())
-        .clock(clock.clone())
-        .coordinator(&lane)
-        .build()
-        .unwrap();
+    let (b, clock, storage, lane) = coordinated_on_a_manual_lane(small());
     b.force_open();
     b.disable();
     b.metrics_only();
@@ -1227,14 +1230,7 @@ fn r15_8_overrides_and_a_local_reopen_write_no_shared_trip() {
 
 #[test]
 fn the_status_word_encodes_every_state_and_its_admission_in_one_bit() {
-    for s in [
-        State::Closed,
-        State::Open,
-        State::HalfOpen,
-        State::ForcedOpen,
-        State::Disabled,
-        State::MetricsOnly,
-    ] {
+    for s in State::ALL {
         assert_eq!(State::from_bits(s.to_bits()), s);
         assert_eq!(super::admits_all(s.to_bits()), s.admits_all(), "{s:?}");
         // The generation and flags above the state bits change nothing.
