@@ -24,174 +24,9 @@ use crate::mode::{AsyncApi, Local, Mode, SyncApi};
 use crate::storage::Coordinator;
 use crate::storage::coordinator::Lane;
 
-/// The published name table: built once per publication, then only read,
-/// so it is a plain open-addressing array (linear probing, at most half
-/// full) that a hit walks with one hash, one or two slot compares and one
-/// key comparison.
-struct Table {
-    slots: Box<[Option<Slot>]>,
-    mask: usize,
-    hash: NameHash,
-}
+mod table;
 
-struct Slot {
-    hash: u64,
-    name: Box<str>,
-    breaker: CircuitBreaker,
-}
-
-impl Table {
-    fn empty(hash: NameHash) -> Self {
-        Table {
-            slots: Box::new([None]),
-            mask: 0,
-            hash,
-        }
-    }
-
-    fn build(hash: NameHash, entries: &[(Box<str>, CircuitBreaker)]) -> Self {
-        let capacity = (entries.len() * 2).next_power_of_two().max(1);
-        let mut slots: Box<[Option<Slot>]> = (0..capacity).map(|_| None).collect();
-        let mask = capacity - 1;
-        for (name, breaker) in entries {
-            let h = hash.of(name);
-            let mut i = index(h, mask);
-            while slots[i].is_some() {
-                i = (i + 1) & mask;
-            }
-            slots[i] = Some(Slot {
-                hash: h,
-                name: name.clone(),
-                breaker: breaker.clone(),
-            });
-        }
-        Table { slots, mask, hash }
-    }
-
-    #[inline]
-    fn get(&self, name: &str) -> Option<&CircuitBreaker> {
-        let h = self.hash.of(name);
-        let mut i = index(h, self.mask);
-        // At most half full: the walk always meets an empty slot.
-        loop {
-            match self.slots.get(i)? {
-                None => return None,
-                Some(slot) if slot.hash == h && *slot.name == *name => return Some(&slot.breaker),
-                Some(_) => i = (i + 1) & self.mask,
-            }
-        }
-    }
-}
-
-/// The slot a hash starts at.
-#[inline]
-fn index(hash: u64, mask: usize) -> usize {
-    // Truncation on 32-bit targets keeps the low bits, which is all the
-    // mask wants.
-    #[allow(clippy::cast_possible_truncation)]
-    let low = hash as usize;
-    low & mask
-}
-
-/// A fast string hash for breaker names, seeded per registry from std's
-/// random keys (a lookup hashes a short name in a few instructions, where
-/// SipHash spends most of a registry hit). Names come from the
-/// application's own configuration or from the hosts it calls, not from
-/// arbitrary clients; the seed keeps collisions unpredictable all the same.
-#[derive(Clone, Copy, Debug)]
-struct NameHash {
-    seed: u64,
-}
-
-impl NameHash {
-    fn new() -> Self {
-        use std::hash::BuildHasher;
-        NameHash {
-            seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1,
-        }
-    }
-}
-
-impl NameHash {
-    /// The hash of a name (its bytes only: the table compares lengths).
-    #[inline]
-    fn of(&self, name: &str) -> u64 {
-        use std::hash::Hasher;
-        let mut hasher = NameHasher { hash: self.seed };
-        hasher.write(name.as_bytes());
-        hasher.finish()
-    }
-}
-
-#[derive(Debug)]
-struct NameHasher {
-    hash: u64,
-}
-
-impl NameHasher {
-    const K: u64 = 0xf135_7aea_2e62_a9c5;
-
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(26) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-/// The first 8 bytes of `bytes` (at least 8), little-endian.
-#[inline]
-fn le_u64(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[..8]);
-    u64::from_le_bytes(word)
-}
-
-/// 1 to 7 bytes as a zero-padded little-endian word, from overlapping reads.
-#[inline]
-fn short_word(rest: &[u8]) -> u64 {
-    let n = rest.len();
-    if n >= 4 {
-        let mut lo = [0u8; 4];
-        let mut hi = [0u8; 4];
-        lo.copy_from_slice(&rest[..4]);
-        hi.copy_from_slice(&rest[n - 4..]);
-        u64::from(u32::from_le_bytes(lo)) | u64::from(u32::from_le_bytes(hi)) << (8 * (n - 4))
-    } else {
-        u64::from(rest[0])
-            | u64::from(rest[n / 2]) << (8 * (n / 2))
-            | u64::from(rest[n - 1]) << (8 * (n - 1))
-    }
-}
-
-impl std::hash::Hasher for NameHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            // The tail as a zero-padded little-endian word, read with fixed-size
-            // loads: a copy of `rest.len()` bytes is a `memcpy` call.
-            let word = if bytes.len() >= 8 {
-                // The last 8 bytes overlap the last chunk: keep the tail's.
-                le_u64(&bytes[bytes.len() - 8..]) >> (8 * (8 - rest.len()))
-            } else {
-                short_word(rest)
-            };
-            self.add(word ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        // Spread the high bits down: hashbrown uses the top 7 bits as tags.
-        let h = self.hash;
-        h ^ (h >> 29) ^ (h >> 47)
-    }
-}
+use table::{NameHash, Table};
 
 /// Creates and caches named breakers that share a config, clock,
 /// classifier, listeners and initial state.
@@ -448,43 +283,58 @@ impl<M: Mode> Registry<M> {
         let epoch = inner.epoch.load(Ordering::Acquire);
         CACHE
             .try_with(|cache| {
-                let mut cache = cache.try_borrow_mut().ok()?;
-                if let Some(entry) = cache.iter().find(|e| e.registry == inner.id) {
-                    if entry.epoch == epoch {
-                        return Some(entry.table.get(name).cloned());
-                    }
-                }
-                // Stale or absent: take the current table (a short lock,
-                // once per publication per thread).
-                let (epoch, table) = {
-                    let published = inner
-                        .published
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    (published.0, Arc::clone(&published.1))
-                };
-                let found = table.get(name).cloned();
-                match cache.iter_mut().find(|e| e.registry == inner.id) {
-                    Some(entry) => {
-                        entry.epoch = epoch;
-                        entry.table = table;
-                    }
-                    None => {
-                        if cache.len() == THREAD_CACHE_SLOTS {
-                            cache.remove(0);
+                {
+                    let entries = cache.try_borrow().ok()?;
+                    if let Some(entry) = entries.iter().find(|e| e.registry == inner.id) {
+                        if entry.epoch == epoch {
+                            return Some(entry.table.get(name).cloned());
                         }
-                        cache.push(CacheEntry {
-                            registry: inner.id,
-                            epoch,
-                            table,
-                        });
                     }
                 }
-                Some(found)
+                self.lookup_stale(cache, name)
             })
             .ok()
             .flatten()
             .flatten()
+    }
+
+    /// This thread's copy is stale or absent: take the current table (a
+    /// short lock, once per publication per thread), then look `name` up in
+    /// it. Out of line, so the hit path inlines its one table lookup.
+    #[cold]
+    #[inline(never)]
+    fn lookup_stale(
+        &self,
+        cache: &RefCell<Vec<CacheEntry>>,
+        name: &str,
+    ) -> Option<Option<CircuitBreaker>> {
+        let inner = &*self.inner;
+        let mut cache = cache.try_borrow_mut().ok()?;
+        let (epoch, table) = {
+            let published = inner
+                .published
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            (published.0, Arc::clone(&published.1))
+        };
+        let found = table.get(name).cloned();
+        match cache.iter_mut().find(|e| e.registry == inner.id) {
+            Some(entry) => {
+                entry.epoch = epoch;
+                entry.table = table;
+            }
+            None => {
+                if cache.len() == THREAD_CACHE_SLOTS {
+                    cache.remove(0);
+                }
+                cache.push(CacheEntry {
+                    registry: inner.id,
+                    epoch,
+                    table,
+                });
+            }
+        }
+        Some(found)
     }
 
     #[cold]
@@ -808,40 +658,6 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(registry.len(), 2_000);
-    }
-
-    #[test]
-    fn name_hash_tail_reads_equal_a_zero_padded_copy() {
-        use std::hash::Hasher;
-        // The straightforward definition: 8-byte chunks, then the tail
-        // copied into a zeroed word.
-        fn reference(seed: u64, bytes: &[u8]) -> u64 {
-            let mut h = NameHasher { hash: seed };
-            let mut chunks = bytes.chunks_exact(8);
-            for chunk in &mut chunks {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(chunk);
-                h.add(u64::from_le_bytes(word));
-            }
-            let rest = chunks.remainder();
-            if !rest.is_empty() {
-                let mut word = [0u8; 8];
-                word[..rest.len()].copy_from_slice(rest);
-                h.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
-            }
-            h.finish()
-        }
-        let hash = NameHash::new();
-        let text: Vec<u8> = (1..=40u8).map(|b| b.wrapping_mul(37)).collect();
-        for len in 0..=text.len() {
-            let mut h = NameHasher { hash: hash.seed };
-            h.write(&text[..len]);
-            assert_eq!(
-                h.finish(),
-                reference(hash.seed, &text[..len]),
-                "length {len}"
-            );
-        }
     }
 
     #[test]
