@@ -660,6 +660,48 @@ mod tests {
         assert_eq!(registry.len(), 2_000);
     }
 
+    /// R14 with the hot-path promise: once published, a hit takes neither
+    /// of the registry's locks, so it is served while another thread holds
+    /// the creation lock (a hit that fell back to `create` would wait).
+    #[test]
+    fn published_hits_are_served_while_the_creation_lock_is_held() {
+        let registry = Registry::new();
+        let created: Vec<_> = (0..1_000)
+            .map(|i| registry.get(&format!("host-{i}.svc")))
+            .collect();
+        // A `get` of an unpublished name publishes everything.
+        for (i, b) in created.iter().enumerate() {
+            assert!(registry.get(&format!("host-{i}.svc")).ptr_eq(b));
+        }
+        assert_eq!(registry.all().unpublished, 0);
+
+        let (warm_tx, warm_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let r2 = registry.clone();
+        let expected = created.clone();
+        let worker = std::thread::spawn(move || {
+            // This thread's first lookup copies the published table.
+            assert!(r2.get("host-0.svc").ptr_eq(&expected[0]));
+            warm_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            let all_hit = expected
+                .iter()
+                .enumerate()
+                .all(|(i, b)| r2.get(&format!("host-{i}.svc")).ptr_eq(b));
+            done_tx.send(all_hit).unwrap();
+        });
+        warm_rx.recv().unwrap();
+        let creation = registry.all();
+        go_tx.send(()).unwrap();
+        let all_hit = done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a published hit waited for the creation lock");
+        drop(creation);
+        assert!(all_hit, "a hit returned another breaker");
+        worker.join().unwrap();
+    }
+
     #[test]
     fn thread_cache_holds_several_registries() {
         let registries: Vec<_> = (0..THREAD_CACHE_SLOTS + 3)

@@ -244,6 +244,50 @@ mod tests {
         }
     }
 
+    /// The table's own promise: at most half full, every name a hit, an
+    /// absent name a miss, and each name a short walk from its home slot.
+    #[test]
+    fn a_table_is_at_most_half_full_and_its_walks_are_short() {
+        let hash = NameHash::new();
+        for n in [0usize, 1, 2, 3, 5, 1_000] {
+            let entries: Vec<(Box<str>, CircuitBreaker)> = (0..n)
+                .map(|i| {
+                    let name = format!("backend-{i:04}.svc.internal");
+                    (name.as_str().into(), CircuitBreaker::new(name))
+                })
+                .collect();
+            let table = Table::build(hash, &entries);
+            let capacity = table.slots.len();
+            assert!(
+                capacity.is_power_of_two() && capacity >= 2 * n,
+                "{n}: {capacity}"
+            );
+            assert_eq!(table.mask, capacity - 1);
+            for (name, breaker) in &entries {
+                assert!(table.get(name).is_some_and(|b| b.ptr_eq(breaker)), "{name}");
+            }
+            assert!(table.get("backend-absent").is_none());
+            let walks: Vec<usize> = table
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(at, slot)| {
+                    let home = index(slot.as_ref()?.hash, table.mask);
+                    Some(at.wrapping_sub(home) & table.mask)
+                })
+                .collect();
+            assert_eq!(walks.len(), n);
+            let total: usize = walks.iter().sum();
+            // Linear probing at half load averages half a slot past home;
+            // twice that is far out of luck's reach at n = 1,000 (a few
+            // names can collide by chance, so small tables are not held to
+            // an average).
+            if n >= 1_000 {
+                assert!(total <= n, "{n} names walk {total} slots past home");
+            }
+        }
+    }
+
     #[test]
     fn registries_seed_their_hashes_apart() {
         let (a, b) = (NameHash::new(), NameHash::new());
