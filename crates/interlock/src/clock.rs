@@ -274,13 +274,9 @@ impl Ticker {
             #[allow(clippy::disallowed_methods)] // the clock's own tick
             std::thread::sleep(COARSE_TICK);
             self.refresh();
-            if self.flags.fetch_and(!READ, Ordering::Relaxed) & READ != 0 {
-                idle = 0;
-            } else {
-                idle += 1;
-            }
-            if idle >= COARSE_IDLE_TICKS {
-                idle = 0;
+            let park;
+            (idle, park) = after_tick(self.flags.fetch_and(!READ, Ordering::Relaxed), idle);
+            if park {
                 // Stop, unless a reader came since the line above.
                 if self
                     .flags
@@ -297,6 +293,18 @@ impl Ticker {
                 self.refresh();
             }
         }
+    }
+}
+
+/// One tick's bookkeeping: from the flags as the tick found them (before it
+/// cleared `READ`) and the unread ticks before it, the unread ticks after it
+/// and whether the thread should park now.
+fn after_tick(flags: u8, idle: u32) -> (u32, bool) {
+    let idle = if flags & READ != 0 { 0 } else { idle + 1 };
+    if idle >= COARSE_IDLE_TICKS {
+        (0, true)
+    } else {
+        (idle, false)
     }
 }
 
@@ -503,6 +511,8 @@ mod tests {
         assert_eq!(a.now(), Timestamp::from_secs(3));
         assert!(b.set(Timestamp::from_secs(5)));
         assert_eq!(a.now(), Timestamp::from_secs(5));
+        // Setting the time it already shows does not move it.
+        assert!(!a.set(Timestamp::from_secs(5)));
     }
 
     #[test]
@@ -527,6 +537,7 @@ mod tests {
         assert_eq!(h.now(), Timestamp::from_nanos(42));
         let h2 = ClockHandle::from_clock(h.clone());
         assert!(matches!(h2, ClockHandle::Custom(_)));
+        assert_eq!(h2.now(), Timestamp::from_nanos(42));
     }
 
     #[test]
@@ -553,10 +564,33 @@ mod tests {
     }
 
     #[test]
+    fn the_clock_thread_parks_after_a_second_of_unread_ticks() {
+        let running = RUNNING;
+        // A read since the last tick starts the count again.
+        assert_eq!(after_tick(running | READ, 999), (0, false));
+        let mut idle = 0;
+        for tick in 1..COARSE_IDLE_TICKS {
+            let park;
+            (idle, park) = after_tick(running, idle);
+            assert_eq!((idle, park), (tick, false));
+        }
+        assert_eq!(after_tick(running, idle), (0, true));
+        assert_eq!(
+            COARSE_IDLE_TICKS * u32::try_from(COARSE_TICK.as_millis()).unwrap(),
+            1_000,
+            "a second of ticks"
+        );
+    }
+
+    #[test]
     fn timestamp_arithmetic_saturates() {
         let t = Timestamp::from_nanos(u64::MAX - 1);
         assert_eq!((t + Duration::from_secs(1)).as_nanos(), u64::MAX);
         assert_eq!(Timestamp::ZERO - t, Duration::ZERO);
+        assert_eq!(
+            Timestamp::from_secs(5) - Timestamp::from_nanos(1_500_000_000),
+            Duration::from_millis(3_500)
+        );
         assert_eq!(Timestamp::from_secs(3).as_secs(), 3);
         assert_eq!(Timestamp::from_secs(2).to_string(), "2.000000000s");
     }

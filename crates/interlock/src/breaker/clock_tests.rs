@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use crate::clock::{COARSE_MIN_SLOW_THRESHOLD, ClockHandle};
-use crate::{CallError, CircuitBreaker, Clock, Config, ManualClock, MonotonicClock, State};
+use crate::{
+    CallError, CircuitBreaker, Clock, Config, ManualClock, MonotonicClock, SlidingWindow, State,
+};
 
 fn clock_of(b: &CircuitBreaker) -> &ClockHandle {
     &b.inner.clock
@@ -62,30 +64,67 @@ fn without_a_clock_the_slow_threshold_picks_coarse_or_precise() {
     assert!(matches!(clock_of(&registry.get("r")), ClockHandle::Coarse));
 }
 
+/// Rounds a re-reading test tries before it gives up on seeing the coarse
+/// clock lag: each decisive round needs the test thread not to be preempted
+/// across one tick, which a loaded machine can deny for a while.
+const ATTEMPTS: u64 = 200;
+/// Decisive rounds each of those tests needs.
+const DECISIVE: u64 = 3;
+
 #[test]
 fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
-    // The call lasts the threshold on the precise clock; its coarse end
-    // reading may be a tick short, so only the precise re-reading of a call
-    // near the threshold judges it right. Several calls, so a lucky tick
-    // cannot pass the test.
+    use crate::CoarseClock;
+    // The call lasts the threshold on the precise clock. A round is decisive
+    // when the coarse clock moved less than the threshold from before the
+    // call to the end of its closure: the breaker's own coarse readings,
+    // taken in between (give or take the few instructions after the closure),
+    // then measured it short, and only the precise re-reading of a call near
+    // the threshold judges it slow. Every call must be slow; the test goes on
+    // until it has seen several decisive rounds, so that neither a lucky tick
+    // nor a preempted test thread can pass it.
     let threshold = COARSE_MIN_SLOW_THRESHOLD;
+    // Never trips: every call here is slow.
     let b = CircuitBreaker::builder("slow")
-        .config(with_slow_threshold(threshold))
+        .config(
+            Config::builder()
+                .slow_call_duration_threshold(threshold)
+                .sliding_window(SlidingWindow::count(1_000))
+                .minimum_number_of_calls(1_000)
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap();
     assert!(matches!(clock_of(&b), ClockHandle::Coarse));
-    for _ in 0..3 {
+    let mut decisive = 0;
+    let mut calls = 0;
+    while decisive < DECISIVE {
+        assert!(calls < ATTEMPTS, "the coarse clock never lagged");
+        let before = CoarseClock.now();
+        // The last coarse reading before the breaker's own end reading (a
+        // precise re-reading moves the coarse clock on, so a reading after
+        // the call would tell nothing).
+        let mut after = before;
         b.call(|| {
             spin_until(MonotonicClock.now() + threshold);
+            after = CoarseClock.now();
             Ok::<_, std::io::Error>(())
         })
         .unwrap();
+        calls += 1;
+        assert_eq!(
+            b.snapshot().slow_calls,
+            calls,
+            "a call of the threshold was not slow"
+        );
+        if after - before < threshold {
+            decisive += 1;
+        }
     }
-    assert_eq!(b.snapshot().slow_calls, 3);
     // A quick call is not slow.
     b.call(|| Ok::<_, std::io::Error>(())).unwrap();
-    assert_eq!(b.snapshot().slow_calls, 3);
-    assert_eq!(b.snapshot().total_calls, 4);
+    assert_eq!(b.snapshot().slow_calls, calls);
+    assert_eq!(b.snapshot().total_calls, calls + 1);
 }
 
 /// A breaker on the default (coarse) clock, tripped, and the exact end of its
@@ -119,8 +158,19 @@ fn tripped_on_the_default_clock(wait: Duration) -> (CircuitBreaker, crate::Times
 
 #[test]
 fn r6_a_caller_who_waited_the_whole_wait_is_admitted_on_the_coarse_clock() {
+    use crate::CoarseClock;
+    // The wait has just elapsed on the precise clock. A round is decisive
+    // when the coarse clock still reads before the deadline just before the
+    // call: the breaker's coarse reading, a few instructions later, then said
+    // "still OPEN", and only the
+    // precise look near the deadline admits the caller. Every caller must be
+    // admitted; the test goes on until several rounds were decisive.
     let wait = Duration::from_millis(50);
-    for _ in 0..3 {
+    let mut decisive = 0;
+    let mut attempts = 0;
+    while decisive < DECISIVE {
+        assert!(attempts < ATTEMPTS, "the coarse clock never lagged");
+        attempts += 1;
         let (b, until) = tripped_on_the_default_clock(wait);
         match b.call(|| Ok::<_, std::io::Error>(())) {
             Err(CallError::Rejected(open)) => {
@@ -128,12 +178,20 @@ fn r6_a_caller_who_waited_the_whole_wait_is_admitted_on_the_coarse_clock() {
             }
             other => panic!("an OPEN breaker admitted a call at once: {other:?}"),
         }
-        // The wait has just elapsed on the precise clock; the coarse clock
-        // almost surely has not ticked past it yet, so the rejection must
-        // look again before it turns the caller away.
         spin_until(until);
-        b.call(|| Ok::<_, std::io::Error>(())).unwrap();
+        // The last coarse reading before the breaker's own (a precise look
+        // moves the coarse clock on, so a reading after the call would tell
+        // nothing).
+        let coarse_before = CoarseClock.now();
+        let admitted = b.call(|| Ok::<_, std::io::Error>(()));
+        assert!(
+            admitted.is_ok(),
+            "a caller who waited the whole wait was rejected: {admitted:?}"
+        );
         assert_eq!(b.state(), State::Closed);
+        if coarse_before < until {
+            decisive += 1;
+        }
     }
 }
 
