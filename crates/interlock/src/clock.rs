@@ -538,6 +538,8 @@ mod tests {
         let h2 = ClockHandle::from_clock(h.clone());
         assert!(matches!(h2, ClockHandle::Custom(_)));
         assert_eq!(h2.now(), Timestamp::from_nanos(42));
+        // A handle read through the `Clock` trait reads its clock.
+        assert_eq!(<ClockHandle as Clock>::now(&h2), Timestamp::from_nanos(42));
     }
 
     #[test]
