@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::clock::{COARSE_MIN_SLOW_THRESHOLD, ClockHandle};
 use crate::{
-    CallError, CircuitBreaker, Clock, Config, ManualClock, MonotonicClock, SlidingWindow, State,
+    CallError, CircuitBreaker, Clock, CoarseClock, Config, ManualClock, MonotonicClock,
+    SlidingWindow, State,
 };
 
 fn clock_of(b: &CircuitBreaker) -> &ClockHandle {
@@ -71,9 +72,23 @@ const ATTEMPTS: u64 = 200;
 /// Decisive rounds each of those tests needs.
 const DECISIVE: u64 = 3;
 
+/// Runs `round` (which asserts its own outcome and says whether it was
+/// decisive) until [`DECISIVE`] rounds were, within [`ATTEMPTS`]; returns
+/// how many rounds ran.
+fn until_decisive(mut round: impl FnMut() -> bool) -> u64 {
+    let (mut rounds, mut decisive) = (0, 0);
+    while decisive < DECISIVE {
+        assert!(rounds < ATTEMPTS, "the coarse clock never lagged");
+        rounds += 1;
+        if round() {
+            decisive += 1;
+        }
+    }
+    rounds
+}
+
 #[test]
 fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
-    use crate::CoarseClock;
     // The call lasts the threshold on the precise clock. A round is decisive
     // when the coarse clock moved less than the threshold from before the
     // call to the end of its closure: the breaker's own coarse readings,
@@ -96,10 +111,8 @@ fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
         .build()
         .unwrap();
     assert!(matches!(clock_of(&b), ClockHandle::Coarse));
-    let mut decisive = 0;
     let mut calls = 0;
-    while decisive < DECISIVE {
-        assert!(calls < ATTEMPTS, "the coarse clock never lagged");
+    until_decisive(|| {
         let before = CoarseClock.now();
         // The last coarse reading before the breaker's own end reading (a
         // precise re-reading moves the coarse clock on, so a reading after
@@ -117,10 +130,8 @@ fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
             calls,
             "a call of the threshold was not slow"
         );
-        if after - before < threshold {
-            decisive += 1;
-        }
-    }
+        after - before < threshold
+    });
     // A quick call is not slow.
     b.call(|| Ok::<_, std::io::Error>(())).unwrap();
     assert_eq!(b.snapshot().slow_calls, calls);
@@ -131,7 +142,6 @@ fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
 /// OPEN wait: the trip's coarse reading is known when the coarse clock did
 /// not tick during the tripping call (tried until it did not).
 fn tripped_on_the_default_clock(wait: Duration) -> (CircuitBreaker, crate::Timestamp) {
-    use crate::CoarseClock;
     loop {
         let b = CircuitBreaker::builder("open")
             .config(
@@ -158,19 +168,14 @@ fn tripped_on_the_default_clock(wait: Duration) -> (CircuitBreaker, crate::Times
 
 #[test]
 fn r6_a_caller_who_waited_the_whole_wait_is_admitted_on_the_coarse_clock() {
-    use crate::CoarseClock;
     // The wait has just elapsed on the precise clock. A round is decisive
     // when the coarse clock still reads before the deadline just before the
     // call: the breaker's coarse reading, a few instructions later, then said
-    // "still OPEN", and only the
-    // precise look near the deadline admits the caller. Every caller must be
+    // "still OPEN", and only the precise look near the deadline admits the
+    // caller. Every caller must be
     // admitted; the test goes on until several rounds were decisive.
     let wait = Duration::from_millis(50);
-    let mut decisive = 0;
-    let mut attempts = 0;
-    while decisive < DECISIVE {
-        assert!(attempts < ATTEMPTS, "the coarse clock never lagged");
-        attempts += 1;
+    until_decisive(|| {
         let (b, until) = tripped_on_the_default_clock(wait);
         match b.call(|| Ok::<_, std::io::Error>(())) {
             Err(CallError::Rejected(open)) => {
@@ -189,10 +194,8 @@ fn r6_a_caller_who_waited_the_whole_wait_is_admitted_on_the_coarse_clock() {
             "a caller who waited the whole wait was rejected: {admitted:?}"
         );
         assert_eq!(b.state(), State::Closed);
-        if coarse_before < until {
-            decisive += 1;
-        }
-    }
+        coarse_before < until
+    });
 }
 
 #[test]

@@ -947,6 +947,19 @@ fn outcome_flags_and_call_error_helpers() {
 
 // ---- the lock-free quiet success (QUIET_BIT) ---------------------------------
 
+/// A success lasting the slow threshold counts, so it must take the lock:
+/// it cannot settle while this thread holds it.
+fn assert_a_slow_success_takes_the_lock(b: &CircuitBreaker, clock: &ManualClock) {
+    let slow = b.acquire().unwrap();
+    clock.advance(b.config().slow_call_duration_threshold());
+    assert!(!settles_while_locked(
+        b,
+        slow,
+        crate::Permit::success,
+        CANNOT
+    ));
+}
+
 /// Whether `settle(permit)` completes on another thread while this one holds
 /// the breaker's machine lock: waits `wait` for it (long when it should, short
 /// when it cannot), then lets go of the lock either way.
@@ -1010,14 +1023,7 @@ fn a_success_in_a_count_window_full_of_successes_settles_without_the_lock() {
     );
     assert_eq!((b.state(), b.generation()), (State::Closed, 0));
     // A slow success and a failure count: both take the lock.
-    let slow = b.acquire().unwrap();
-    clock.advance(b.config().slow_call_duration_threshold());
-    assert!(!settles_while_locked(
-        &b,
-        slow,
-        crate::Permit::success,
-        CANNOT
-    ));
+    assert_a_slow_success_takes_the_lock(&b, &clock);
     assert!(!settles_while_locked(
         &b,
         b.acquire().unwrap(),
@@ -1268,14 +1274,7 @@ fn without_listeners_a_quiet_success_settles_without_the_lock_and_a_slow_one_tak
         ));
     }
     assert_eq!(b.snapshot().total_calls, 3);
-    let slow = b.acquire().unwrap();
-    clock.advance(b.config().slow_call_duration_threshold());
-    assert!(!settles_while_locked(
-        &b,
-        slow,
-        crate::Permit::success,
-        CANNOT
-    ));
+    assert_a_slow_success_takes_the_lock(&b, &clock);
     assert_eq!(b.snapshot().slow_calls, 1);
 }
 

@@ -642,16 +642,26 @@ mod tests {
         assert_eq!(err.field(), "initial_state");
     }
 
+    fn host(i: usize) -> String {
+        format!("host-{i}")
+    }
+
+    /// `n` breakers `host-0`, `host-1`, … created in `registry`, then each
+    /// looked up again from this thread, which must find the same breaker
+    /// (a `get` of a name still unpublished also publishes).
+    fn created_and_found_again(registry: &Registry, n: usize) -> Vec<CircuitBreaker> {
+        let created: Vec<_> = (0..n).map(|i| registry.get(&host(i))).collect();
+        for (i, b) in created.iter().enumerate() {
+            assert!(registry.get(&host(i)).ptr_eq(b));
+        }
+        created
+    }
+
     #[test]
     fn many_names_stay_reachable_across_publications() {
         let registry = Registry::new();
-        let created: Vec<_> = (0..2_000)
-            .map(|i| registry.get(&format!("host-{i}")))
-            .collect();
         // From this thread (cached table) and a fresh one (no cache yet).
-        for (i, b) in created.iter().enumerate() {
-            assert!(registry.get(&format!("host-{i}")).ptr_eq(b));
-        }
+        let created = created_and_found_again(&registry, 2_000);
         let r2 = registry.clone();
         let first = created[1999].clone();
         std::thread::spawn(move || assert!(r2.get("host-1999").ptr_eq(&first)))
@@ -666,13 +676,7 @@ mod tests {
     #[test]
     fn published_hits_are_served_while_the_creation_lock_is_held() {
         let registry = Registry::new();
-        let created: Vec<_> = (0..1_000)
-            .map(|i| registry.get(&format!("host-{i}.svc")))
-            .collect();
-        // A `get` of an unpublished name publishes everything.
-        for (i, b) in created.iter().enumerate() {
-            assert!(registry.get(&format!("host-{i}.svc")).ptr_eq(b));
-        }
+        let created = created_and_found_again(&registry, 1_000);
         assert_eq!(registry.all().unpublished, 0);
 
         let (warm_tx, warm_rx) = std::sync::mpsc::channel();
@@ -682,13 +686,13 @@ mod tests {
         let expected = created.clone();
         let worker = std::thread::spawn(move || {
             // This thread's first lookup copies the published table.
-            assert!(r2.get("host-0.svc").ptr_eq(&expected[0]));
+            assert!(r2.get(&host(0)).ptr_eq(&expected[0]));
             warm_tx.send(()).unwrap();
             go_rx.recv().unwrap();
             let all_hit = expected
                 .iter()
                 .enumerate()
-                .all(|(i, b)| r2.get(&format!("host-{i}.svc")).ptr_eq(b));
+                .all(|(i, b)| r2.get(&host(i)).ptr_eq(b));
             done_tx.send(all_hit).unwrap();
         });
         warm_rx.recv().unwrap();
