@@ -187,7 +187,9 @@
 mod blocking;
 mod error;
 pub mod inspect;
+mod interlock_cb;
 mod key;
+mod layout;
 #[cfg(feature = "tokio")]
 mod nonblocking;
 mod notices;
@@ -196,6 +198,7 @@ mod scripts;
 
 pub use blocking::{RedisStorage, RedisStorageBuilder};
 pub use error::Error;
+pub use layout::{Layout, UnknownLayout};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};

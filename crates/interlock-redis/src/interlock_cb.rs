@@ -1,0 +1,392 @@
+//! The scripts of [`Layout::InterlockCb`](crate::Layout::InterlockCb): the
+//! six operations (and a batched poll) with exactly the changes, fencing
+//! and expiry that interlock-cb 2.8's Redis scripts apply, written for
+//! this crate.
+//!
+//! What each script does to the hash at `KEYS[1]`, as the original does:
+//!
+//! | operation | applied when | fields written | `PEXPIRE` |
+//! |---|---|---|---|
+//! | `trip_open` | unfenced or `version` = expected, and not OPEN | all eight, `opened_at` = server `TIME` in µs, and `v` = 1 | whenever the fence passes (also while already OPEN) |
+//! | `begin_half_open_if_elapsed` | OPEN and `TIME − opened_at ≥ wait` | `state`, `version`, the five probe counters (`opened_at` kept) | always, applied or not |
+//! | `lease_probe` | HALF_OPEN with `probes_remaining > 0` | `probes_remaining`, `version` | always, granted or not |
+//! | `record_probe` | HALF_OPEN | `probes_completed`, `probe_failures`, `probe_slows`, `version` | only when applied |
+//! | `close` | unfenced or `version` = expected | all eight (`opened_at` = 0) and `v` = 1 | whenever applied |
+//!
+//! The expiry is `state_ttl` in whole milliseconds, rounded down as the
+//! original's `int(ttl * 1000)` does (at least 1). Nothing is published.
+//!
+//! Replies have the shape of interlock's own scripts (a code, then the
+//! eight fields), so [`crate::scripts::parse`] reads both. Reading is
+//! stricter than the original: a hash with no `state` (which the original
+//! reads as CLOSED and overwrites on its next trip), a value that is not a
+//! decimal integer (which the original fails on too, in Python or in Lua),
+//! an unknown `state` or a schema marker `v` other than 1 make the script
+//! fail with an `interlock:` error and write nothing, so the breaker
+//! degrades to its local state instead of deciding on data it cannot read.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use interlock::storage::PollRequest;
+use redis::{Script, ScriptInvocation};
+
+use crate::scripts::{Op, wait_us};
+
+/// The longest TTL written (about 31 years), as interlock's own scripts.
+const MAX_TTL_MS: u64 = 1_000_000_000_000;
+
+const PRELUDE: &str = r"
+local MAX_EXACT = 9007199254740991
+local MAX_U32 = 4294967295
+
+local function fail(what)
+  error('interlock: ' .. what .. ' (corrupt or foreign interlock-cb hash)', 0)
+end
+
+local function int(field, raw, max)
+  if type(raw) ~= 'string' or #raw == 0 or #raw > 16 or not string.match(raw, '^%d+$') then
+    fail('field ' .. field .. ' is missing or not a decimal integer')
+  end
+  local n = tonumber(raw)
+  if n > max then
+    fail('field ' .. field .. ' is out of range')
+  end
+  return n
+end
+
+-- The breaker's hash, or the CLOSED baseline (version 0) when there is no
+-- key; anything the original could not use faithfully is refused.
+local function load(key)
+  local raw = redis.call('HMGET', key, 'state', 'opened_at', 'version', 'probes_permitted',
+    'probes_remaining', 'probes_completed', 'probe_failures', 'probe_slows', 'v')
+  local s = { state = 'closed', opened_at = 0, version = 0, permitted = 0, remaining = 0,
+    completed = 0, failures = 0, slows = 0, exists = false }
+  if not raw[1] then
+    if redis.call('EXISTS', key) == 1 then
+      fail('the hash has no state field')
+    end
+    return s
+  end
+  if raw[9] and raw[9] ~= '1' then
+    fail('unknown schema marker v')
+  end
+  local state = raw[1]
+  if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then
+    fail('field state is unknown')
+  end
+  s.state = state
+  s.opened_at = int('opened_at', raw[2], MAX_EXACT)
+  s.version = int('version', raw[3], MAX_EXACT)
+  s.permitted = int('probes_permitted', raw[4], MAX_U32)
+  s.remaining = int('probes_remaining', raw[5], MAX_U32)
+  s.completed = int('probes_completed', raw[6], MAX_U32)
+  s.failures = int('probe_failures', raw[7], MAX_U32)
+  s.slows = int('probe_slows', raw[8], MAX_U32)
+  s.exists = true
+  return s
+end
+
+local clock
+local function now_us()
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock
+end
+
+local function bump(version)
+  if version < MAX_EXACT then return version + 1 end
+  return version
+end
+
+local function add32(a, b)
+  local n = a + b
+  if n > MAX_U32 then return MAX_U32 end
+  return n
+end
+
+local function digits(n)
+  return string.format('%.0f', n)
+end
+
+-- The fence of trip_open and close: '' is unfenced.
+local function fenced_out(s, expected)
+  return expected ~= '' and tonumber(expected) ~= s.version
+end
+
+local function reply(code, s)
+  return { code, s.state, s.opened_at, s.version, s.permitted, s.remaining, s.completed,
+    s.failures, s.slows }
+end
+
+-- trip_open and close write every field and the schema marker.
+local function rewrite(key, s)
+  redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
+    'version', digits(s.version), 'probes_permitted', '0', 'probes_remaining', '0',
+    'probes_completed', '0', 'probe_failures', '0', 'probe_slows', '0', 'v', '1')
+end
+
+local function fresh(state, opened_at, version)
+  return { state = state, opened_at = opened_at, version = version, permitted = 0,
+    remaining = 0, completed = 0, failures = 0, slows = 0 }
+end
+
+local function read(key)
+  local s = load(key)
+  if s.exists then return reply(1, s) end
+  return reply(0, s)
+end
+
+-- The original refreshes the key's lifetime whether or not the round begins.
+local function begin(key, wait_us, permitted, ttl_ms)
+  local s = load(key)
+  local code = 0
+  if s.state == 'open' and now_us() - s.opened_at >= tonumber(wait_us) then
+    s.state = 'half_open'
+    s.version = bump(s.version)
+    s.permitted = tonumber(permitted)
+    s.remaining = s.permitted
+    s.completed = 0
+    s.failures = 0
+    s.slows = 0
+    redis.call('HSET', key, 'state', 'half_open', 'version', digits(s.version),
+      'probes_permitted', digits(s.permitted), 'probes_remaining', digits(s.remaining),
+      'probes_completed', '0', 'probe_failures', '0', 'probe_slows', '0')
+    code = 1
+  end
+  redis.call('PEXPIRE', key, ttl_ms)
+  return reply(code, s)
+end
+";
+
+/// `read`: no arguments.
+const READ: &str = r"
+return read(KEYS[1])
+";
+
+/// `trip_open`: ARGV = ttl_ms, expected version or ''.
+const TRIP: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if fenced_out(s, ARGV[2]) then return reply(0, s) end
+local code = 0
+if s.state ~= 'open' then
+  s = fresh('open', now_us(), bump(s.version))
+  rewrite(key, s)
+  code = 1
+end
+redis.call('PEXPIRE', key, ARGV[1])
+return reply(code, s)
+";
+
+/// `begin_half_open_if_elapsed`: ARGV = wait_us, permitted, ttl_ms.
+const BEGIN: &str = r"
+return begin(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+";
+
+/// `lease_probe`: ARGV = ttl_ms. The lifetime is refreshed even when the
+/// lease is denied, as the original does.
+const LEASE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+local granted = 0
+if s.state == 'half_open' and s.remaining > 0 then
+  s.remaining = s.remaining - 1
+  s.version = bump(s.version)
+  redis.call('HSET', key, 'probes_remaining', digits(s.remaining), 'version', digits(s.version))
+  granted = 1
+end
+redis.call('PEXPIRE', key, ARGV[1])
+return reply(granted, s)
+";
+
+/// `record_probe`: ARGV = failure (0/1), slow (0/1), ttl_ms.
+const RECORD: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if s.state ~= 'half_open' then return reply(0, s) end
+s.completed = add32(s.completed, 1)
+s.failures = add32(s.failures, tonumber(ARGV[1]))
+s.slows = add32(s.slows, tonumber(ARGV[2]))
+s.version = bump(s.version)
+redis.call('HSET', key, 'probes_completed', digits(s.completed),
+  'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows),
+  'version', digits(s.version))
+redis.call('PEXPIRE', key, ARGV[3])
+return reply(1, s)
+";
+
+/// `close`: ARGV = ttl_ms, expected version or ''.
+const CLOSE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if fenced_out(s, ARGV[2]) then return reply(0, s) end
+s = fresh('closed', 0, bump(s.version))
+rewrite(key, s)
+redis.call('PEXPIRE', key, ARGV[1])
+return reply(1, s)
+";
+
+/// `poll`: a whole batched poll. KEYS = the breakers' hashes; three values
+/// per key in ARGV: wait_us ('' for a read), permitted, ttl_ms. Replies
+/// with one item per key, the nine values of `read` or `begin`, or
+/// `{'err', message}` when that key alone failed.
+const POLL: &str = r"
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local at = 3 * i - 2
+  local ok, r = pcall(function()
+    local wait = ARGV[at]
+    if wait == '' then return read(key) end
+    return begin(key, wait, ARGV[at + 1], ARGV[at + 2])
+  end)
+  if ok then
+    out[i] = r
+  else
+    if type(r) == 'table' then r = r.err or r.message end
+    out[i] = { 'err', tostring(r) }
+  end
+end
+return out
+";
+
+struct Scripts {
+    read: Script,
+    trip: Script,
+    begin: Script,
+    lease: Script,
+    record: Script,
+    close: Script,
+    poll: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+    Scripts {
+        read: script(READ),
+        trip: script(TRIP),
+        begin: script(BEGIN),
+        lease: script(LEASE),
+        record: script(RECORD),
+        close: script(CLOSE),
+        poll: script(POLL),
+    }
+});
+
+/// The SHA1 digests of the seven scripts, in the order read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close, poll.
+pub(crate) fn digests() -> [&'static str; 7] {
+    let s = &*SCRIPTS;
+    [
+        s.read.get_hash(),
+        s.trip.get_hash(),
+        s.begin.get_hash(),
+        s.lease.get_hash(),
+        s.record.get_hash(),
+        s.close.get_hash(),
+        s.poll.get_hash(),
+    ]
+}
+
+/// A TTL as whole milliseconds for `PEXPIRE`, rounded down as the
+/// original's `int(ttl * 1000)`: at least 1 (a zero would delete the key;
+/// the storage settings refuse a TTL under a millisecond anyway), at most
+/// [`MAX_TTL_MS`].
+pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis())
+        .unwrap_or(u64::MAX)
+        .clamp(1, MAX_TTL_MS)
+}
+
+fn expected_arg(expected: Option<u64>) -> String {
+    expected.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The script call of `op` on the hash at `key`.
+pub(crate) fn invocation(op: Op, key: &str) -> ScriptInvocation<'static> {
+    let s: &'static Scripts = &SCRIPTS;
+    match op {
+        Op::Read => s.read.key(key),
+        Op::Trip { ttl, expected } => {
+            let mut inv = s.trip.key(key);
+            inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
+            inv
+        }
+        Op::Begin {
+            wait,
+            permitted,
+            ttl,
+        } => {
+            let mut inv = s.begin.key(key);
+            inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl));
+            inv
+        }
+        Op::Lease { ttl } => {
+            let mut inv = s.lease.key(key);
+            inv.arg(ttl_ms(ttl));
+            inv
+        }
+        Op::Record { outcome, ttl } => {
+            let mut inv = s.record.key(key);
+            inv.arg(u8::from(outcome.is_failure()))
+                .arg(u8::from(outcome.is_slow()))
+                .arg(ttl_ms(ttl));
+            inv
+        }
+        Op::Close { ttl, expected } => {
+            let mut inv = s.close.key(key);
+            inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
+            inv
+        }
+    }
+}
+
+/// The `poll` script call for `requests` (at most
+/// [`MAX_BATCH`](crate::scripts::MAX_BATCH)), whose keys `key` makes.
+pub(crate) fn poll_invocation(
+    requests: &[PollRequest<'_>],
+    key: impl Fn(&str) -> String,
+) -> ScriptInvocation<'static> {
+    let s: &'static Scripts = &SCRIPTS;
+    let mut inv = s.poll.prepare_invoke();
+    for request in requests {
+        inv.key(key(request.name()));
+        match *request {
+            PollRequest::BeginHalfOpen {
+                wait,
+                permitted,
+                ttl,
+                ..
+            } => inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl)),
+            // `PollRequest` is non-exhaustive: anything else is a read.
+            _ => inv.arg("").arg(0).arg(0),
+        };
+    }
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_round_down_to_whole_milliseconds_as_the_original() {
+        assert_eq!(ttl_ms(Duration::from_secs(300)), 300_000);
+        assert_eq!(ttl_ms(Duration::from_micros(1_999)), 1);
+        assert_eq!(ttl_ms(Duration::from_micros(2_001)), 2);
+        assert_eq!(ttl_ms(Duration::ZERO), 1);
+        assert_eq!(ttl_ms(Duration::MAX), MAX_TTL_MS);
+    }
+
+    #[test]
+    fn the_scripts_differ_from_interlocks_own() {
+        let mut all: Vec<&str> = digests().to_vec();
+        all.extend(crate::scripts::digests());
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 14);
+    }
+}
