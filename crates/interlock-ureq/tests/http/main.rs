@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use interlock::http::{BuildError, HttpStatusClassifier, NameError};
 use interlock::{CircuitOpenError, Config, ManualClock, Registry, SlidingWindow, State};
-use interlock_ureq::{CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, rejection};
+use interlock_ureq::{
+    CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, HostOnly, rejection,
+};
 use ureq::Agent;
 use ureq::http::request::Parts;
 
@@ -379,4 +381,19 @@ fn a_coordinated_registry_shares_each_hosts_breaker_across_instances() {
     let on_b_breaker = b.registry().get_existing(&server.name()).unwrap();
     assert!(on_b_breaker.is_coordinated());
     assert_eq!(on_b_breaker.state(), State::Open);
+}
+
+#[test]
+fn host_only_names_breakers_by_host_as_the_python_original() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let middleware = tight(&ManualClock::new())
+        .name_resolver(HostOnly)
+        .build()
+        .unwrap();
+    let agent = agent(&middleware);
+    status(&agent, &a.url("/status/500"));
+    status(&agent, &b.url("/status/500"));
+    assert_eq!(middleware.registry().names(), ["127.0.0.1"]);
+    let err = agent.get(a.url("/status/200")).call().unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), "127.0.0.1");
 }
