@@ -70,7 +70,8 @@ pub(crate) struct Global {
 }
 
 fn parse_layout(s: &str) -> Result<Layout, String> {
-    s.parse().map_err(|e: interlock_redis::UnknownLayout| e.to_string())
+    s.parse()
+        .map_err(|e: interlock_redis::UnknownLayout| e.to_string())
 }
 
 impl Global {

@@ -8,6 +8,13 @@
 
 mod support;
 
+// The Python original in a process, shared with interlock-redis's
+// mixed-fleet tests.
+mod polyglot;
+#[path = "../../../interlock-redis/tests/polyglot/python.rs"]
+#[allow(dead_code)]
+mod python;
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -733,13 +740,20 @@ fn the_interlock_cb_layout_lists_trips_and_closes_the_originals_keys() {
     );
 
     let out = run(cb(&["trip", "payments", "--yes"])).expect_code(0);
-    assert!(out.stdout.contains("now OPEN v2 (was CLOSED v1"), "{out:#?}");
+    assert!(
+        out.stdout.contains("now OPEN v2 (was CLOSED v1"),
+        "{out:#?}"
+    );
     assert_eq!(python.read("payments").unwrap().unwrap().state, State::Open);
     let out = run(cb(&["close", ODD, "--yes"])).expect_code(0);
-    assert!(out.stdout.contains("now CLOSED v2 (was OPEN v1"), "{out:#?}");
+    assert!(
+        out.stdout.contains("now CLOSED v2 (was OPEN v1"),
+        "{out:#?}"
+    );
     let out = run(cb(&["show", ODD])).expect_code(0);
     assert!(
-        out.stdout.contains("key:         interlock:cb:db {primary} 名前 ü%\n"),
+        out.stdout
+            .contains("key:         interlock:cb:db {primary} 名前 ü%\n"),
         "{}",
         out.stdout
     );
