@@ -757,6 +757,15 @@ fn the_interlock_cb_layout_lists_trips_and_closes_the_originals_keys() {
         "{}",
         out.stdout
     );
+    // `watch` polls: the original publishes no change notices.
+    let out = run(cb(&["watch", "--interval", "50ms", "--for", "300ms"])).expect_code(0);
+    assert!(
+        out.stderr
+            .contains("under `interlock:cb:` on redis://127.0.0.1")
+            && out.stderr.contains("polling every 50ms; Ctrl-C to stop"),
+        "{out:#?}"
+    );
+    assert!(out.stdout.contains("payments: OPEN v2"), "{out:#?}");
     // The environment chooses the layout too; a wrong one is a usage error.
     let mut cmd = cli(&server, &["show", "payments"]);
     cmd.env("INTERLOCK_LAYOUT", "interlock-cb");

@@ -326,3 +326,111 @@ fn cmd_get(server: &Server, key: &str, field: &str) -> String {
         .query(&mut server.admin())
         .unwrap()
 }
+
+/// A child process killed (if still running) when the test ends, however.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The example of docs/polyglot.md: `interlock_cb_fleet.py` on the
+/// original and the `interlock_cb_fleet` example binary, on one breaker.
+#[test]
+fn the_guides_example_runs_a_python_and_a_rust_instance_on_one_breaker() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Mutex};
+
+    let Some((server, py)) = setup() else { return };
+    // target/<profile>/deps/polyglot-<hash> -> target/<profile>/examples/
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join(format!(
+            "interlock_cb_fleet{}",
+            std::env::consts::EXE_SUFFIX
+        ));
+    assert!(
+        binary.is_file(),
+        "{} is not built: `cargo test` builds the examples (or `cargo build -p interlock-redis \
+         --examples`)",
+        binary.display()
+    );
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut python = Reaped(
+        Command::new(&py)
+            .arg("-u")
+            .arg(examples.join("interlock_cb_fleet.py"))
+            .env("REDIS_URL", server.url())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let told = Arc::new(Mutex::new(String::new()));
+    let sink = told.clone();
+    let stdout = python.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let mut all = sink.lock().unwrap();
+            all.push_str(&line);
+            all.push('\n');
+        }
+    });
+    let python_says = |needle: &str| told.lock().unwrap().contains(needle);
+    assert!(
+        eventually(LIMIT, || python_says("python: call ok, breaker closed")),
+        "the Python instance did not start: {}",
+        told.lock().unwrap()
+    );
+
+    let rust = Command::new(&binary)
+        .env("REDIS_URL", server.url())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    let rust_says = String::from_utf8_lossy(&rust.stdout).into_owned();
+    assert!(
+        rust.status.success(),
+        "{rust_says}\n{}",
+        String::from_utf8_lossy(&rust.stderr)
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            python.0.try_wait().ok().flatten().is_some()
+        }),
+        "the Python instance did not finish: {}",
+        told.lock().unwrap()
+    );
+    let status = python.0.wait().unwrap();
+    reader.join().unwrap();
+    let python_told = told.lock().unwrap().clone();
+    assert!(status.success(), "{python_told}");
+    for line in [
+        "rust: key interlock:cb:payments",
+        "rust: 2 failures of 2: payments is open for the whole fleet",
+        "rust: the fleet recovered",
+    ] {
+        assert!(
+            rust_says.contains(line),
+            "{line:?} missing from:\n{rust_says}"
+        );
+    }
+    for line in [
+        "python: key interlock:cb:payments",
+        "python: call rejected, breaker open",
+        "python: the fleet recovered",
+    ] {
+        assert!(
+            python_told.contains(line),
+            "{line:?} missing from:\n{python_told}"
+        );
+    }
+    println!("the guide's example:\n{python_told}{rust_says}");
+}

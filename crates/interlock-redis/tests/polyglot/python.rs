@@ -33,7 +33,10 @@ pub fn instance_script() -> PathBuf {
 /// `python3` at all, the one case in which the tests skip. Any other
 /// failure to make it (PyPI unreachable, say) panics: the tests must not
 /// pass without the original.
-#[allow(clippy::print_stdout, reason = "the skip is said where test output goes")]
+#[allow(
+    clippy::print_stdout,
+    reason = "the skip is said where test output goes"
+)]
 pub fn interpreter() -> Option<PathBuf> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
