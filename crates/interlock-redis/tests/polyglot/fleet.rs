@@ -176,10 +176,14 @@ fn two_python_and_two_rust_instances_share_one_probe_budget_for_50_rounds() {
     for (round, leases) in &by_round {
         assert!(
             leases.len() <= o.permitted as usize,
-            "round opened at {round} µs had {} probes: {leases:?}",
+            "the round opened at {round} µs had {} probes: {leases:?}",
             leases.len()
         );
-        let mut versions: Vec<u64> = leases.iter().map(|(_, v)| *v).collect();
+        let mut began: Vec<u64> = leases.iter().map(|(_, m)| m.round.1).collect();
+        began.sort_unstable();
+        began.dedup();
+        assert_eq!(began.len(), 1, "one round per OPEN period: {leases:?}");
+        let mut versions: Vec<u64> = leases.iter().map(|(_, m)| m.version).collect();
         versions.sort_unstable();
         versions.dedup();
         assert_eq!(

@@ -21,8 +21,9 @@ Commands:
     starts or stops a thread calling the dependency in a loop.
 ``{"cmd": "stats"}``
     what the traffic loop saw: calls, rejections, unexpected errors, every
-    probe lease granted to this instance as ``[opened_at_us, version]``, and
-    the leases whose probe call then ran.
+    probe lease granted to this instance as ``[opened_at_us, version,
+    permitted, remaining, completed]`` (the view it returned), and the leases
+    whose probe call then ran.
 ``{"cmd": "events"}``
     the listener's storage events and state changes so far.
 ``{"cmd": "op", ...}``
@@ -73,7 +74,14 @@ class RecordingStorage(RedisStorage):
     def lease_probe(self, *, name, ttl):
         lease = super().lease_probe(name=name, ttl=ttl)
         if lease.granted:
-            mark = [round(lease.state.opened_at * 1_000_000), lease.state.version]
+            st = lease.state
+            mark = [
+                round(st.opened_at * 1_000_000),
+                st.version,
+                st.probes_permitted,
+                st.probes_remaining,
+                st.probes_completed,
+            ]
             with TALLY.lock:
                 TALLY.leases.append(mark)
             CURRENT.lease = mark

@@ -43,8 +43,29 @@ use interlock_redis::{AsyncRedisStorage, Layout, RedisStorage};
 use python::{Options, Python};
 use support::{Events, Server, eventually, pause};
 
-/// A probe lease: the round (its `opened_at`, µs) and the version it left.
-pub type Mark = (u64, u64);
+/// A granted probe lease: the round it belongs to and the version it left.
+///
+/// A round is named by its `opened_at` (µs) and the version it began at.
+/// Every lease and every tallied outcome of a round bumps the version once,
+/// and nothing else does until the round ends, so a lease that left version
+/// `v` with `r` of `p` slots remaining and `c` outcomes tallied belongs to
+/// the round that began at `v − (p − r) − c`. This tells apart two rounds
+/// of one OPEN period too (a stalled round restarted keeps `opened_at`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Mark {
+    pub round: (u64, u64),
+    pub version: u64,
+}
+
+impl Mark {
+    pub fn new(opened_at_us: u64, version: u64, permitted: u64, remaining: u64, done: u64) -> Mark {
+        let began = version.saturating_sub(permitted.saturating_sub(remaining) + done);
+        Mark {
+            round: (opened_at_us, began),
+            version,
+        }
+    }
+}
 
 /// The server, and the interpreter of the Python original; `None` when
 /// there is no Python (the test then returns, having said so).
@@ -68,9 +89,13 @@ thread_local! {
 }
 
 fn mark(lease: &ProbeLease) -> Mark {
-    (
-        lease.state.opened_at.as_nanos() / 1_000,
-        lease.state.version,
+    let s = &lease.state;
+    Mark::new(
+        s.opened_at.as_nanos() / 1_000,
+        s.version,
+        u64::from(s.probes_permitted),
+        u64::from(s.probes_remaining),
+        u64::from(s.probes_completed),
     )
 }
 
@@ -427,7 +452,10 @@ pub fn python_leases(p: &mut Python) -> (Vec<Mark>, Vec<Mark>, Vec<String>) {
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| (m[0].as_u64().unwrap(), m[1].as_u64().unwrap()))
+            .map(|m| {
+                let n = |i: usize| m[i].as_u64().unwrap();
+                Mark::new(n(0), n(1), n(2), n(3), n(4))
+            })
             .collect()
     };
     let unexpected = stats["unexpected"]
@@ -439,15 +467,17 @@ pub fn python_leases(p: &mut Python) -> (Vec<Mark>, Vec<Mark>, Vec<String>) {
     (marks("leases"), marks("probe_calls"), unexpected)
 }
 
-/// Leases per round (`opened_at`), with who got them.
-pub fn rounds(all: &[(String, Vec<Mark>)]) -> BTreeMap<u64, Vec<(String, u64)>> {
-    let mut rounds: BTreeMap<u64, Vec<(String, u64)>> = BTreeMap::new();
+/// Leases per OPEN period (`opened_at`: one round, unless a stalled round
+/// was restarted), with who got them, the version each left and the round
+/// each belongs to.
+pub fn rounds(all: &[(String, Vec<Mark>)]) -> BTreeMap<u64, Vec<(String, Mark)>> {
+    let mut rounds: BTreeMap<u64, Vec<(String, Mark)>> = BTreeMap::new();
     for (who, marks) in all {
-        for &(round, version) in marks {
+        for mark in marks {
             rounds
-                .entry(round)
+                .entry(mark.round.0)
                 .or_default()
-                .push((who.clone(), version));
+                .push((who.clone(), *mark));
         }
     }
     rounds
