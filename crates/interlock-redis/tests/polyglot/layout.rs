@@ -149,14 +149,21 @@ fn mark(server: &Server, key: &str) {
         .unwrap();
 }
 
-#[test]
-fn every_operation_changes_the_hash_and_its_lifetime_as_the_originals_scripts_do() {
-    let Some((server, py)) = setup() else { return };
-    let mut python = Python::start(&py, "python", &Options::new(server.url(), "unused"));
+/// The original's storage (in a Python process) and this layout's, on one
+/// server.
+fn both_sides(server: &Server, py: &std::path::Path) -> (Python, RedisStorage<redis::Connection>) {
+    let python = Python::start(py, "python", &Options::new(server.url(), "unused"));
     let rust = RedisStorage::from_client(server.client(), Duration::from_secs(2))
         .layout(Layout::InterlockCb)
         .build()
         .unwrap();
+    (python, rust)
+}
+
+#[test]
+fn every_operation_changes_the_hash_and_its_lifetime_as_the_originals_scripts_do() {
+    let Some((server, py)) = setup() else { return };
+    let (mut python, rust) = both_sides(&server, &py);
     let (py_name, rs_name) = ("diff {py}%", "diff {rs}%");
     let begin = |wait_secs, permitted| Op::Begin {
         wait_secs,
@@ -223,11 +230,7 @@ fn every_operation_changes_the_hash_and_its_lifetime_as_the_originals_scripts_do
 #[test]
 fn python_and_rust_take_turns_on_one_key_with_a_name_the_interlock_layout_would_encode() {
     let Some((server, py)) = setup() else { return };
-    let mut python = Python::start(&py, "python", &Options::new(server.url(), "unused"));
-    let rust = RedisStorage::from_client(server.client(), Duration::from_secs(2))
-        .layout(Layout::InterlockCb)
-        .build()
-        .unwrap();
+    let (mut python, rust) = both_sides(&server, &py);
     let name = "shared {x} 名前 100%";
     let turns: [(bool, Op); 9] = [
         (true, Op::Trip(None)),
