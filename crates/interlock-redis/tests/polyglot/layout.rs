@@ -278,3 +278,37 @@ fn python_and_rust_take_turns_on_one_key_with_a_name_the_interlock_layout_would_
         .unwrap();
     assert_eq!(keys, [format!("interlock:cb:{name}")]);
 }
+
+#[test]
+fn a_hash_without_state_is_closed_to_the_original_and_refused_by_the_layout() {
+    let Some((server, py)) = setup() else { return };
+    let (mut python, rust) = both_sides(&server, &py);
+    let key = "interlock:cb:foreign";
+    let _: i64 = redis::cmd("HSET")
+        .arg(key)
+        .arg("owner")
+        .arg("another service")
+        .query(&mut server.admin())
+        .unwrap();
+    // The original reads it as a CLOSED record; this layout refuses it.
+    let seen = python_op(&mut python, "foreign", Op::Read);
+    assert_eq!(seen, Some(("closed".into(), false, 0, [0; 5], None)));
+    let err = rust.read("foreign").unwrap_err();
+    let err = err.downcast_ref::<interlock_redis::Error>().unwrap();
+    assert!(err.is_corrupt(), "{err}");
+    // The original's next trip writes its fields over it, keeping the
+    // foreign one; from then on both read the same OPEN.
+    let tripped = python_op(&mut python, "foreign", Op::Trip(None));
+    assert_eq!(
+        tripped,
+        Some(("open".into(), true, 1, [0; 5], None)),
+        "the original overwrites it"
+    );
+    assert_eq!(rust_op(&rust, "foreign", Op::Read), tripped);
+    let owner: String = redis::cmd("HGET")
+        .arg(key)
+        .arg("owner")
+        .query(&mut server.admin())
+        .unwrap();
+    assert_eq!(owner, "another service");
+}

@@ -210,6 +210,15 @@ fn ttls_round_down_and_refresh_as_the_originals_do() {
     s.trip_open("q3", short, Some(7)).unwrap();
     s.close("q3", short, Some(7)).unwrap();
     assert!(pttl(&server, &q3) <= 300, "fenced-out writes do not");
+    // interlock's own layout leaves the lifetime alone on both no-ops.
+    let ours = crate::storage(&server);
+    ours.trip_open("q3", short, None).unwrap();
+    let ours_key = ours.key("q3");
+    cmd(&server, &["PEXPIRE", &ours_key, "300"]);
+    ours.begin_half_open_if_elapsed("q3", Duration::from_secs(3600), 1, short)
+        .unwrap();
+    assert!(!ours.lease_probe("q3", short).unwrap().granted);
+    assert!(pttl(&server, &ours_key) <= 300, "interlock's layout");
     // A begin or lease on an absent key creates nothing.
     s.begin_half_open_if_elapsed("none", Duration::ZERO, 1, short)
         .unwrap();
