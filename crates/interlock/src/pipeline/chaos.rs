@@ -21,7 +21,7 @@
 //! ones: `Fallback(Retry(CircuitBreaker(Timeout(Chaos(call)))))`.
 //!
 //! ```
-//! use interlock::pipeline::{chaos, Pipeline, PipelineError};
+//! use interlock::pipeline::{chaos, Pipeline};
 //!
 //! let fault = chaos::Fault::builder(|| std::io::Error::other("injected"))
 //!     .injection_rate(1.0)

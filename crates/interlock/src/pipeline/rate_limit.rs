@@ -11,7 +11,7 @@
 //! [`Event::RateLimitRejected`].
 //!
 //! ```
-//! use interlock::pipeline::{rate_limit, Pipeline, RateLimit};
+//! use interlock::pipeline::{Pipeline, RateLimit};
 //! use interlock::ManualClock;
 //! use std::time::Duration;
 //!
@@ -32,12 +32,13 @@
 //! ```
 //!
 //! A refusal means *this process* chose not to send the call: it is never a
-//! circuit-open rejection, and it reaches a breaker outside the limiter
-//! (whose classifier may call it [inconclusive](crate::Verdict::Inconclusive))
-//! and [`PipelineError::rate_limited`] as [`Exceeded`] inside
-//! [`PipelineError::Other`]. Put the limiter inside the retry and the
-//! breaker, next to the bulkhead, so that it meters attempts:
-//! `Retry(CircuitBreaker(RateLimit(Timeout(call))))`.
+//! circuit-open rejection. It comes back as [`Exceeded`] inside
+//! [`PipelineError::Other`] ([`PipelineError::rate_limited`] finds it).
+//! Put the limiter **inside the retry and outside the breaker**, so it
+//! meters every attempt and its refusals never count as the dependency's
+//! failures: `Retry(RateLimit(CircuitBreaker(Timeout(call))))`. (A breaker
+//! outside the limiter sees the refusal itself and, like any error, counts
+//! it as a failure unless its classifier says otherwise.)
 
 use std::error::Error;
 use std::fmt;
@@ -130,8 +131,8 @@ pub struct RateLimit {
 /// key's pipeline); the tower layer
 /// [`KeyedRateLimitLayer`](crate::tower::KeyedRateLimitLayer) picks the key
 /// of each request. A key's state is a few bytes; [`retain_recent`](Self::retain_recent)
-/// forgets the keys whose budget is full again (call it from time to time
-/// when keys come and go).
+/// forgets the keys that have been idle long enough to be indistinguishable
+/// from new ones (call it from time to time when keys come and go).
 ///
 /// ```
 /// use interlock::pipeline::{Pipeline, RateLimit};
@@ -147,8 +148,8 @@ pub struct RateLimit {
 /// assert!(b.call(|| Ok::<_, std::io::Error>(())).is_ok()); // its own budget
 /// assert_eq!(per_host.len(), 2);
 ///
-/// clock.advance(Duration::from_secs(1));
-/// per_host.retain_recent(); // both budgets are full again: nothing to remember
+/// clock.advance(Duration::from_secs(2));
+/// per_host.retain_recent(); // both are idle: nothing to remember
 /// assert_eq!(per_host.len(), 0);
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
@@ -314,8 +315,9 @@ impl KeyedRateLimit {
         &self.shared.name
     }
 
-    /// Forgets the keys whose budget is full again (indistinguishable from
-    /// a key never seen).
+    /// Forgets the keys whose state is a new key's again (governor's
+    /// `retain_recent`: idle for their whole budget's refill plus one
+    /// emission interval).
     pub fn retain_recent(&self) {
         if let Limiter::Keyed(limiter) = &self.shared.limiter {
             limiter.retain_recent();
