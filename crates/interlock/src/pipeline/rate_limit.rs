@@ -257,7 +257,7 @@ impl RateLimit {
 
     /// Decides one call: `Ok(None)` to go now, `Ok(Some(wait))` to sleep
     /// and ask again, `Err` to refuse.
-    fn admit(&self, deadline: Option<Timestamp>) -> Result<Option<Duration>, Exceeded> {
+    pub(crate) fn admit(&self, deadline: Option<Timestamp>) -> Result<Option<Duration>, Exceeded> {
         let shared = &self.shared;
         let wait = match shared.check(&self.key) {
             Ok(()) => return Ok(None),
@@ -277,10 +277,17 @@ impl RateLimit {
     }
 
     /// When waiting must end, or `None` for "no deadline" (`Duration::MAX`).
-    fn deadline(&self) -> Option<Timestamp> {
+    pub(crate) fn deadline(&self) -> Option<Timestamp> {
         let max_wait = self.shared.max_wait;
         (!max_wait.is_zero() && max_wait != Duration::MAX)
             .then(|| self.shared.clock.0.now().saturating_add(max_wait))
+    }
+}
+
+impl RateLimit {
+    /// A wait on the limit's sleeper.
+    pub(crate) fn sleep(&self, wait: Duration) -> super::Sleep {
+        self.shared.sleeper.sleep(wait)
     }
 }
 
@@ -478,7 +485,7 @@ impl<T, E> Strategy<T, E> for RateLimit {
         loop {
             match self.admit(deadline) {
                 Ok(None) => return next().await,
-                Ok(Some(wait)) => self.shared.sleeper.sleep(wait).await,
+                Ok(Some(wait)) => self.sleep(wait).await,
                 Err(exceeded) => return Err(PipelineError::Other(Box::new(exceeded))),
             }
         }

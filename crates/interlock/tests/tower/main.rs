@@ -214,3 +214,6 @@ mod hyper_server {
         assert_eq!(hits.load(Ordering::SeqCst), 3);
     }
 }
+
+#[cfg(all(feature = "governor", feature = "tokio"))]
+mod rate_limit;
