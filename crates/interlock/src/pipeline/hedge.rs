@@ -35,9 +35,9 @@ pub const MAX_LATENCY_WINDOW: usize = 100_000;
 ///   returned at once. When every attempt has failed, the last error comes
 ///   back as it was.
 /// - **Never into an open circuit**: once an attempt is rejected by a
-///   circuit breaker inside the hedge, no further attempt is started; the
-///   attempts already running go on, and if none succeeds the rejection
-///   comes back.
+///   circuit breaker inside the hedge (or refused by a full bulkhead or a
+///   spent rate limit), no further attempt is started; the attempts already
+///   running go on, and if none succeeds the refusal comes back.
 /// - **Losers are cancelled** on the async path: their futures are dropped
 ///   as soon as one attempt succeeds (or the answer is known). On the
 ///   blocking path each attempt runs on a worker thread, and a thread cannot
@@ -253,8 +253,9 @@ impl<P> HedgeBuilder<P> {
     }
 
     /// Which failed attempts it replaces with a hedge at once (default
-    /// [`UnlessOpen`]); any other error is the answer. A rejection never
-    /// starts a hedge, whatever the predicate says.
+    /// [`UnlessOpen`]); any other error is the answer. A refusal (a
+    /// rejection, a full bulkhead, a spent rate limit) never starts a
+    /// hedge, whatever the predicate says.
     pub fn when<Q>(self, when: Q) -> HedgeBuilder<Q> {
         HedgeBuilder {
             name: self.name,
@@ -456,7 +457,7 @@ impl<P> Hedge<P> {
     where
         P: Predicate<E>,
     {
-        if error.is_rejected() {
+        if refused(error) {
             plan.blocked = true;
             return Failure::Wait;
         }
@@ -468,6 +469,17 @@ impl<P> Hedge<P> {
             Failure::Wait
         }
     }
+}
+
+/// Whether the attempt was refused before it ran: by an open circuit, a
+/// full bulkhead or a spent rate limit. Another attempt would only be
+/// refused again.
+fn refused<E>(error: &PipelineError<E>) -> bool {
+    #[cfg(feature = "governor")]
+    let limited = error.rate_limited().is_some();
+    #[cfg(not(feature = "governor"))]
+    let limited = false;
+    error.is_rejected() || error.is_bulkhead_full() || limited
 }
 
 /// What a blocking attempt sends back.

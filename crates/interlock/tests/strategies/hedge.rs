@@ -547,3 +547,32 @@ fn bad_configuration_is_refused_naming_the_field() {
     let text = format!("{hedge:?}");
     assert!(text.contains("max_hedged_attempts: 4"), "{text}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_stops_hedging_too() {
+    let (log, listener) = recorder();
+    let bulkhead = interlock::pipeline::Bulkhead::builder(1).build().unwrap();
+    let pipeline = Pipeline::builder()
+        .hedge(
+            hedge(ms(100))
+                .max_hedged_attempts(3)
+                .listener(listener)
+                .build()
+                .unwrap(),
+        )
+        .bulkhead(bulkhead)
+        .build();
+    let call = Scripted::new(|_| (Duration::from_secs(1), Ok("primary")));
+    let start = Instant::now();
+    assert_eq!(
+        pipeline.call_async(|| call.attempt()).await.unwrap(),
+        "primary"
+    );
+    // Hedge 2 found the only slot taken; 3 and 4 never started.
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert_eq!(call.attempts(), 1);
+    assert_eq!(
+        lines(&log),
+        ["search: hedged attempt 2 started after 0.100s"]
+    );
+}

@@ -347,3 +347,43 @@ fn bad_configuration_is_refused_naming_the_field() {
         "{text}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_stops_at_a_spent_rate_limit() {
+    use interlock::pipeline::Hedge;
+    let (log, listener) = recorder();
+    // One call per minute: the first attempt takes the budget, the first
+    // hedge is refused, and no further hedge is tried.
+    let pipeline = Pipeline::builder()
+        .hedge(
+            Hedge::builder(ms(100))
+                .max_hedged_attempts(3)
+                .sleeper(TokioSleeper)
+                .listener(listener)
+                .build()
+                .unwrap(),
+        )
+        .rate_limit(
+            RateLimit::builder(1, Duration::from_secs(60))
+                .clock(TokioTime::new())
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let ran = counter();
+    let answer = pipeline
+        .call_async(|| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok::<_, Boom>("primary")
+            }
+        })
+        .await;
+    assert_eq!(answer.unwrap(), "primary");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        lines(&log),
+        ["hedge: hedged attempt 2 started after 0.100s"]
+    );
+}
