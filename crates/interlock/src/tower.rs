@@ -22,7 +22,8 @@
 //! `tower::retry::RetryLayer` *outside* it (with a policy that does not
 //! retry a [`CircuitOpenError`]). With the `governor` feature,
 //! [`RateLimitLayer`] and [`KeyedRateLimitLayer`] (one limit per host or
-//! tenant) put a GCRA rate limit *outside* the breaker. The
+//! tenant) put a GCRA rate limit *outside* the breaker; [`ChaosLayer`]
+//! injects faults, latency or chosen responses *inside* it. The
 //! [`pipeline`](crate::pipeline) is for code that is not a tower stack. For one breaker per host of an HTTP
 //! client, see `http::KeyedCircuitBreakerLayer` (feature `http`).
 //!
@@ -55,8 +56,11 @@ use tower_service::Service;
 
 pub use crate::pipeline::BoxError;
 
+mod chaos;
 #[cfg(feature = "governor")]
 mod rate_limit;
+
+pub use chaos::{Chaos, ChaosLayer};
 #[cfg(feature = "governor")]
 #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
 pub use rate_limit::{KeyedRateLimit, KeyedRateLimitLayer, RateLimit, RateLimitLayer};
@@ -156,6 +160,7 @@ pub mod future {
     use super::BoxError;
     use crate::{CircuitOpenError, Permit};
 
+    pub use super::chaos::future::ChaosFuture;
     #[cfg(feature = "governor")]
     #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
     pub use super::rate_limit::future::RateLimitFuture;

@@ -267,7 +267,7 @@ pub struct OutcomeKind<G>(G);
 /// Fails a share of calls with an error of the call's own type, made by
 /// its generator, instead of running them ([`PipelineError::Inner`]).
 ///
-/// Each injection is reported as [`Event::FaultInjected`](crate::Event::FaultInjected).
+/// Each injection is reported as [`Event::FaultInjected`].
 ///
 /// ```
 /// use interlock::pipeline::{chaos, Pipeline};
@@ -320,7 +320,7 @@ impl<G> Builder<FaultKind<G>> {
 /// otherwise). A latency of [`Duration::MAX`] is a hang: on the async path
 /// the call never starts (a timeout above it fires); on the blocking path
 /// the sleeper is asked to wait that long. Each injection is reported as
-/// [`Event::LatencyInjected`](crate::Event::LatencyInjected) before the wait.
+/// [`Event::LatencyInjected`] before the wait.
 ///
 /// ```
 /// use interlock::pipeline::{chaos, ManualSleeper, Pipeline, PipelineError, Timeout};
@@ -395,7 +395,7 @@ impl Builder<LatencyKind> {
 /// or an error of the call's own type) instead of running them: stale data,
 /// an empty list, a 503 response.
 ///
-/// Each injection is reported as [`Event::OutcomeInjected`](crate::Event::OutcomeInjected).
+/// Each injection is reported as [`Event::OutcomeInjected`].
 ///
 /// ```
 /// use interlock::pipeline::{chaos, Pipeline};
@@ -528,12 +528,20 @@ impl<G> Fault<G> {
     where
         G: Fn() -> E,
     {
+        self.injected().map(PipelineError::Inner)
+    }
+
+    /// The injected error, if this call is one to fail (reported).
+    pub(crate) fn injected<X>(&self) -> Option<X>
+    where
+        G: Fn() -> X,
+    {
         let common = &self.common;
         if !common.roll() {
             return None;
         }
         common.report(&Event::FaultInjected { name: &common.name });
-        Some(PipelineError::Inner((self.fault)()))
+        Some((self.fault)())
     }
 }
 
@@ -572,18 +580,27 @@ impl<G> Outcome<G> {
     where
         G: Fn() -> Result<T, E>,
     {
+        self.injected()
+            .map(|result| result.map_err(PipelineError::Inner))
+    }
+
+    /// The injected result, if this call is one to answer (reported).
+    pub(crate) fn injected<R>(&self) -> Option<R>
+    where
+        G: Fn() -> R,
+    {
         let common = &self.common;
         if !common.roll() {
             return None;
         }
         common.report(&Event::OutcomeInjected { name: &common.name });
-        Some((self.outcome)().map_err(PipelineError::Inner))
+        Some((self.outcome)())
     }
 }
 
 impl Latency {
     /// Whether to delay this call (reported before the wait).
-    fn inject(&self) -> bool {
+    pub(crate) fn inject(&self) -> bool {
         let common = &self.common;
         if !common.roll() {
             return false;
@@ -593,6 +610,18 @@ impl Latency {
             latency: self.latency,
         });
         true
+    }
+}
+
+impl Latency {
+    /// The injected wait; for [`Duration::MAX`], a hang (no deadline, so
+    /// no sleep to arm).
+    pub(crate) fn delay(&self) -> super::Sleep {
+        if self.latency == Duration::MAX {
+            Box::pin(std::future::pending())
+        } else {
+            self.sleeper.sleep(self.latency)
+        }
     }
 }
 
@@ -617,11 +646,7 @@ impl<T, E> Strategy<T, E> for Latency {
         E: Send,
     {
         if self.inject() {
-            if self.latency == Duration::MAX {
-                // A hang: no deadline, so no sleep to arm.
-                std::future::pending::<()>().await;
-            }
-            self.sleeper.sleep(self.latency).await;
+            self.delay().await;
         }
         next().await
     }

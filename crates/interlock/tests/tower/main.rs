@@ -215,5 +215,7 @@ mod hyper_server {
     }
 }
 
+#[cfg(feature = "tokio")]
+mod chaos;
 #[cfg(all(feature = "governor", feature = "tokio"))]
 mod rate_limit;
