@@ -44,7 +44,7 @@
 //! |-----------|-----------------------------------------------------------|
 //! | `tracing` | [`LoggingEventListener`], reporting events via `tracing`  |
 //! | `tokio`   | `pipeline::TokioSleeper`: pipeline waits on tokio's timer; `storage::Coordinator::asynchronous`, a coordinator lane on a tokio task |
-//! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware |
+//! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware; `tower::HedgeLayer` and `tower::ChaosLayer` |
 //! | `backon`  | `pipeline::backon`: retry helpers for the `backon` crate  |
 //! | `http`    | `http`: one breaker per host for HTTP clients (implies `tower`) |
 //! | `governor` | `pipeline::rate_limit`: rate limiting (global or per key) on the `governor` crate's GCRA; with `tower`, `tower::RateLimitLayer` and `tower::KeyedRateLimitLayer` |

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::retry::UnlessOpen;
@@ -442,6 +442,18 @@ impl Plan {
     }
 }
 
+/// What a failed attempt is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// Refused before it ran (open circuit, full bulkhead, spent limit):
+    /// start nothing more.
+    Refused,
+    /// A failure worth a replacement.
+    Selected,
+    /// The answer: return it, dropping the other attempts.
+    Final,
+}
+
 /// What to do with a failed attempt.
 enum Failure {
     /// The answer: return it, dropping the other attempts.
@@ -452,21 +464,31 @@ enum Failure {
     Wait,
 }
 
+impl Plan {
+    fn after(&mut self, judged: Judged) -> Failure {
+        match judged {
+            Judged::Final => Failure::Final,
+            Judged::Refused => {
+                self.blocked = true;
+                Failure::Wait
+            }
+            Judged::Selected if self.may_start() => Failure::Replace,
+            Judged::Selected => Failure::Wait,
+        }
+    }
+}
+
 impl<P> Hedge<P> {
-    fn judge<E>(&self, error: &PipelineError<E>, plan: &mut Plan) -> Failure
+    fn judge<E>(&self, error: &PipelineError<E>) -> Judged
     where
         P: Predicate<E>,
     {
         if refused(error) {
-            plan.blocked = true;
-            return Failure::Wait;
-        }
-        if !self.when.test(error) {
-            Failure::Final
-        } else if plan.may_start() {
-            Failure::Replace
+            Judged::Refused
+        } else if self.when.test(error) {
+            Judged::Selected
         } else {
-            Failure::Wait
+            Judged::Final
         }
     }
 }
@@ -480,6 +502,11 @@ fn refused<E>(error: &PipelineError<E>) -> bool {
     #[cfg(not(feature = "governor"))]
     let limited = false;
     error.is_rejected() || error.is_bulkhead_full() || limited
+}
+
+/// The error of an operation that ended without one.
+fn lost<E>() -> PipelineError<E> {
+    PipelineError::Other("every hedged attempt ended without a result".into())
 }
 
 /// What a blocking attempt sends back.
@@ -533,7 +560,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
                 }
                 Ok(Report::Done(Err(error), _)) => {
                     running -= 1;
-                    let verdict = self.judge(&error, &mut plan);
+                    let verdict = plan.after(self.judge(&error));
                     last_error = Some(error);
                     match verdict {
                         Failure::Final => break,
@@ -559,9 +586,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| {
-            PipelineError::Other("every hedged attempt ended without a result".into())
-        }))
+        Err(last_error.unwrap_or_else(lost))
     }
 
     async fn execute_async<F, Fut>(&self, next: F) -> Result<T, PipelineError<E>>
@@ -571,66 +596,132 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
         T: Send,
         E: Send,
     {
-        let clock = &self.shared.clock;
-        let mut plan = Plan::new(self.shared.max_hedged_attempts);
-        let delay = self.current_delay();
-        let mut running: Vec<(Pin<Box<Fut>>, Timestamp)> = vec![(Box::pin(next()), clock.now())];
-        let mut timer = self.arm(delay, &plan);
-        let mut last_error = None;
+        let mut run = self.begin(next());
         poll_fn(|cx| {
-            'poll: loop {
-                let mut i = 0;
-                while i < running.len() {
-                    let Poll::Ready(result) = running[i].0.as_mut().poll(cx) else {
-                        i += 1;
-                        continue;
-                    };
-                    let (_, started) = running.swap_remove(i);
-                    let error = match result {
-                        Ok(value) => {
-                            self.succeeded(started);
-                            return Poll::Ready(Ok(value));
-                        }
-                        Err(error) => error,
-                    };
-                    let verdict = self.judge(&error, &mut plan);
-                    last_error = Some(error);
-                    match verdict {
-                        Failure::Final => break 'poll,
-                        Failure::Wait => {}
-                        Failure::Replace => {
-                            let attempt = plan.start();
-                            self.started(attempt, Duration::ZERO);
-                            running.push((Box::pin(next()), clock.now()));
-                            timer = self.arm(delay, &plan);
-                            continue 'poll;
-                        }
-                    }
-                }
-                if running.is_empty() {
-                    break 'poll;
-                }
-                let fired = timer
-                    .as_mut()
-                    .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready());
-                if !fired {
-                    return Poll::Pending;
-                }
-                timer = None;
-                if plan.may_start() {
-                    let attempt = plan.start();
-                    self.started(attempt, delay);
-                    running.push((Box::pin(next()), clock.now()));
-                    timer = self.arm(delay, &plan);
-                }
-            }
-            // Dropping what still runs cancels it.
-            running.clear();
-            Poll::Ready(Err(last_error.take().unwrap_or_else(|| {
-                PipelineError::Other("every hedged attempt ended without a result".into())
-            })))
+            self.drive(
+                &mut run,
+                cx,
+                |error| self.judge(error),
+                |_| Poll::Ready(Some(next())),
+                lost,
+            )
         })
         .await
+    }
+}
+
+/// One hedged operation in progress on the async path: the attempts that
+/// run, the timer of the next hedge, what may still start.
+pub(crate) struct Run<F, X> {
+    running: Vec<(Pin<Box<F>>, Timestamp)>,
+    timer: Option<Sleep>,
+    plan: Plan,
+    delay: Duration,
+    /// Hedges due to start, by the wait before each (zero for a
+    /// replacement), until the caller can start them.
+    due: Vec<Duration>,
+    last_error: Option<X>,
+}
+
+impl<P> Hedge<P> {
+    /// Starts an operation whose first attempt is `first`.
+    pub(crate) fn begin<F, X>(&self, first: F) -> Run<F, X> {
+        let plan = Plan::new(self.shared.max_hedged_attempts);
+        let delay = self.current_delay();
+        Run {
+            running: vec![(Box::pin(first), self.shared.clock.now())],
+            timer: self.arm(delay, &plan),
+            plan,
+            delay,
+            due: Vec::new(),
+            last_error: None,
+        }
+    }
+
+    /// Drives `run` to its answer: polls the attempts and the timer, and
+    /// starts each hedge through `start`, which may not be able to yet
+    /// (`Pending`, it will wake the task) or at all (`None`: no further
+    /// hedge). Dropping `run` cancels every attempt still running. `lost`
+    /// makes the error of an operation that ended without one (which the
+    /// first attempt's presence rules out).
+    pub(crate) fn drive<F, T, X>(
+        &self,
+        run: &mut Run<F, X>,
+        cx: &mut Context<'_>,
+        judge: impl Fn(&X) -> Judged,
+        mut start: impl FnMut(&mut Context<'_>) -> Poll<Option<F>>,
+        lost: fn() -> X,
+    ) -> Poll<Result<T, X>>
+    where
+        F: Future<Output = Result<T, X>>,
+    {
+        'poll: loop {
+            while let Some(&waited) = run.due.first() {
+                if !run.plan.may_start() {
+                    run.due.clear();
+                    break;
+                }
+                match start(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready(None) => {
+                        run.due.clear();
+                        run.plan.blocked = true;
+                    }
+                    Poll::Ready(Some(attempt)) => {
+                        run.due.remove(0);
+                        let number = run.plan.start();
+                        self.started(number, waited);
+                        let now = self.shared.clock.now();
+                        run.running.push((Box::pin(attempt), now));
+                        run.timer = self.arm(run.delay, &run.plan);
+                    }
+                }
+            }
+            let mut i = 0;
+            while i < run.running.len() {
+                let Poll::Ready(result) = run.running[i].0.as_mut().poll(cx) else {
+                    i += 1;
+                    continue;
+                };
+                let (_, started) = run.running.swap_remove(i);
+                let error = match result {
+                    Ok(value) => {
+                        self.succeeded(started);
+                        run.running.clear();
+                        return Poll::Ready(Ok(value));
+                    }
+                    Err(error) => error,
+                };
+                let verdict = run.plan.after(judge(&error));
+                run.last_error = Some(error);
+                match verdict {
+                    Failure::Final => break 'poll,
+                    Failure::Wait => {}
+                    Failure::Replace => {
+                        run.due.push(Duration::ZERO);
+                        continue 'poll;
+                    }
+                }
+            }
+            if run.running.is_empty() && run.due.is_empty() {
+                break 'poll;
+            }
+            let fired = run
+                .timer
+                .as_mut()
+                .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready());
+            if !fired {
+                return Poll::Pending;
+            }
+            run.timer = None;
+            if run.plan.may_start() {
+                run.due.push(run.delay);
+            }
+        }
+        // Dropping what still runs cancels it.
+        run.running.clear();
+        run.due.clear();
+        Poll::Ready(Err(run.last_error.take().unwrap_or_else(lost)))
     }
 }
 

@@ -217,5 +217,7 @@ mod hyper_server {
 
 #[cfg(feature = "tokio")]
 mod chaos;
+#[cfg(feature = "tokio")]
+mod hedge;
 #[cfg(all(feature = "governor", feature = "tokio"))]
 mod rate_limit;
