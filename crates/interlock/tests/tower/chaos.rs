@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use interlock::pipeline::{TokioSleeper, chaos};
 use interlock::tower::{BoxError, ChaosLayer};
-use tower::{Layer, Service, ServiceExt, service_fn};
+use tower::{Layer, Service, ServiceExt};
+
+use super::echo;
 
 #[derive(Debug)]
 struct Injected;
@@ -19,17 +21,6 @@ impl std::fmt::Display for Injected {
 }
 
 impl std::error::Error for Injected {}
-
-/// An echo service counting the requests that reached it.
-fn echo(
-    reached: &Arc<AtomicU32>,
-) -> impl Service<String, Response = String, Error = std::io::Error, Future: Send> + Clone {
-    let reached = reached.clone();
-    service_fn(move |req: String| {
-        reached.fetch_add(1, Ordering::SeqCst);
-        async move { Ok::<_, std::io::Error>(req) }
-    })
-}
 
 #[tokio::test]
 async fn a_fault_never_reaches_the_service_until_switched_off() {

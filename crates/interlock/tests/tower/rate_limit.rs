@@ -9,7 +9,9 @@ use interlock::pipeline::rate_limit::Exceeded;
 use interlock::pipeline::{RateLimit, TokioSleeper};
 use interlock::tower::{BoxError, KeyedRateLimitLayer, RateLimitLayer};
 use interlock::{Clock, ManualClock, Timestamp};
-use tower::{Layer, Service, ServiceExt, service_fn};
+use tower::{Layer, Service, ServiceExt};
+
+use super::echo;
 
 /// tokio's paused clock as an interlock `Clock`.
 #[derive(Debug)]
@@ -19,17 +21,6 @@ impl Clock for TokioTime {
     fn now(&self) -> Timestamp {
         Timestamp::from_nanos(u64::try_from(self.0.elapsed().as_nanos()).unwrap())
     }
-}
-
-/// An echo service counting the requests that reached it.
-fn echo(
-    reached: &Arc<AtomicU32>,
-) -> impl Service<String, Response = String, Error = std::io::Error, Future: Send> + Clone {
-    let reached = reached.clone();
-    service_fn(move |req: String| {
-        reached.fetch_add(1, Ordering::SeqCst);
-        async move { Ok::<_, std::io::Error>(req) }
-    })
 }
 
 #[tokio::test]
