@@ -402,6 +402,15 @@ impl<P> Hedge<P> {
         );
     }
 
+    /// When an attempt starts, as far as the latency window needs it (the
+    /// clock is read only when a percentile is tracked).
+    fn start_time(&self) -> Timestamp {
+        match self.shared.latencies {
+            Some(_) => self.shared.clock.now(),
+            None => Timestamp::ZERO,
+        }
+    }
+
     fn succeeded(&self, started: Timestamp) {
         if let Some(latencies) = &self.shared.latencies {
             latencies.record(self.shared.clock.now() - started);
@@ -527,7 +536,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
         let spawn = |attempt: u32| {
             let next = Arc::clone(&next);
             let tx = tx.clone();
-            let started = self.shared.clock.now();
+            let started = self.start_time();
             std::thread::Builder::new()
                 .name(format!("interlock-hedge-{attempt}"))
                 .spawn(move || {
@@ -615,6 +624,9 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
 pub(crate) struct Run<F, X> {
     running: Vec<(Pin<Box<F>>, Timestamp)>,
     timer: Option<Sleep>,
+    /// Whether the first timer was set: not before the attempts were first
+    /// found pending, so an attempt that answers at once costs no timer.
+    armed: bool,
     plan: Plan,
     delay: Duration,
     /// Hedges due to start, by the wait before each (zero for a
@@ -629,8 +641,9 @@ impl<P> Hedge<P> {
         let plan = Plan::new(self.shared.max_hedged_attempts);
         let delay = self.current_delay();
         Run {
-            running: vec![(Box::pin(first), self.shared.clock.now())],
-            timer: self.arm(delay, &plan),
+            running: vec![(Box::pin(first), self.start_time())],
+            timer: None,
+            armed: false,
             plan,
             delay,
             due: Vec::new(),
@@ -671,9 +684,9 @@ impl<P> Hedge<P> {
                         run.due.remove(0);
                         let number = run.plan.start();
                         self.started(number, waited);
-                        let now = self.shared.clock.now();
-                        run.running.push((Box::pin(attempt), now));
+                        run.running.push((Box::pin(attempt), self.start_time()));
                         run.timer = self.arm(run.delay, &run.plan);
+                        run.armed = true;
                     }
                 }
             }
@@ -705,6 +718,10 @@ impl<P> Hedge<P> {
             }
             if run.running.is_empty() && run.due.is_empty() {
                 break 'poll;
+            }
+            if !run.armed {
+                run.armed = true;
+                run.timer = self.arm(run.delay, &run.plan);
             }
             let fired = run
                 .timer
