@@ -110,3 +110,68 @@ fn strategies_are_send_and_sync() {
         send_sync::<interlock::pipeline::rate_limit::Exceeded>();
     }
 }
+
+/// A listener that panics on every event does not change what the call
+/// returns, for every strategy that reports (D5).
+#[test]
+fn a_panicking_listener_changes_nothing() {
+    use interlock::ManualClock;
+    use interlock::pipeline::{Hedge, ManualSleeper, Pipeline, chaos};
+
+    let panics = |_: &Event<'_>| panic!("a buggy exporter");
+    let clock = ManualClock::new();
+    let pipeline = Pipeline::builder()
+        .hedge(
+            Hedge::builder(Duration::from_secs(3600))
+                .listener(panics)
+                .build()
+                .unwrap(),
+        )
+        .chaos(
+            chaos::Latency::builder(ms(5))
+                .injection_rate(1.0)
+                .sleeper(ManualSleeper::new(clock.clone()))
+                .listener(panics)
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let attempts = counter();
+    let seen = attempts.clone();
+    let answer = pipeline.call(move || match seen.fetch_add(1, Ordering::SeqCst) {
+        0 => Err(Boom("first")),
+        _ => Ok("replaced"),
+    });
+    assert_eq!(
+        answer.unwrap(),
+        "replaced",
+        "the hedge went on after its listener panicked"
+    );
+
+    #[cfg(feature = "governor")]
+    {
+        use interlock::pipeline::RateLimit;
+        let limit = RateLimit::per_second(1)
+            .clock(clock)
+            .listener(panics)
+            .build()
+            .unwrap();
+        let pipeline = Pipeline::builder().rate_limit(limit).build();
+        pipeline.call(|| Ok::<_, Boom>(())).unwrap();
+        let err = pipeline.call(|| Ok::<_, Boom>(())).unwrap_err();
+        assert!(err.rate_limited().is_some());
+    }
+    let fault = chaos::Fault::builder(|| Boom("injected"))
+        .injection_rate(1.0)
+        .listener(panics)
+        .build()
+        .unwrap();
+    let err = Pipeline::builder()
+        .chaos(fault)
+        .build()
+        .call(|| Ok::<_, Boom>(()));
+    assert!(matches!(
+        err,
+        Err(interlock::pipeline::PipelineError::Inner(Boom("injected")))
+    ));
+}
