@@ -8,12 +8,15 @@
 //! [`MonotonicClock`] otherwise, so a tight threshold is still measured to
 //! the nanosecond.
 
+use std::cell::Cell;
 use std::fmt;
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
+
+use crate::background::{self, Owner};
 
 /// A point in time: nanoseconds since an arbitrary, clock-specific origin.
 ///
@@ -150,10 +153,52 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MonotonicClock;
 
+/// The origin of [`MonotonicClock`] (and so of [`CoarseClock`]), with, on
+/// Linux, the same instant as a raw `CLOCK_MONOTONIC` reading (which is
+/// what `Instant` reads there) taken just after it, so that the kernel's
+/// coarse clock can be put on the same scale without ever reading ahead.
+struct Origin {
+    instant: Instant,
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    raw_nanos: u64,
+}
+
+fn origin_full() -> &'static Origin {
+    static ORIGIN: OnceLock<Origin> = OnceLock::new();
+    ORIGIN.get_or_init(|| Origin {
+        #[allow(clippy::disallowed_methods)] // the one place that reads real time
+        instant: Instant::now(),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        raw_nanos: os_nanos(rustix::time::ClockId::Monotonic),
+    })
+}
+
 fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    #[allow(clippy::disallowed_methods)] // the one place that reads real time
-    *ORIGIN.get_or_init(Instant::now)
+    origin_full().instant
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn os_nanos(clock: rustix::time::ClockId) -> u64 {
+    let t = rustix::time::clock_gettime(clock);
+    u64::try_from(t.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0))
+}
+
+/// A reading that trails real time by at most the kernel's tick (4 ms at
+/// `HZ=250`), for checking the coarse clock: on Linux the kernel's
+/// `CLOCK_MONOTONIC_COARSE` through the vDSO (about 3 ns, no system call),
+/// elsewhere the precise clock.
+fn check_reading() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        os_nanos(rustix::time::ClockId::MonotonicCoarse).saturating_sub(origin_full().raw_nanos)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        MonotonicClock.now().0
+    }
 }
 
 impl Clock for MonotonicClock {
@@ -174,6 +219,14 @@ impl Clock for MonotonicClock {
 /// after that takes a precise reading and wakes it. A reading is at most
 /// about a millisecond (plus scheduling delay) behind [`MonotonicClock`],
 /// with the same origin, and never goes backwards.
+///
+/// The reading cannot freeze. Every 32nd read on each thread compares it
+/// with the kernel's own coarse clock (Linux: `CLOCK_MONOTONIC_COARSE`, a
+/// vDSO read of about 3 ns; elsewhere the precise clock): a reading more
+/// than 20 ms behind is replaced by a precise one, and a thread that is
+/// gone (in a `fork()`ed child) is started again. The thread also widens its CPU mask to every CPU first
+/// thing, so one started by a pinned (or real-time) thread is not stuck
+/// behind it.
 ///
 /// A breaker built without a clock reads it when its slow-call threshold is
 /// at least [`COARSE_MIN_SLOW_THRESHOLD`] (the default is 60 s): call
@@ -199,12 +252,30 @@ pub struct CoarseClock;
 const COARSE_TICK: Duration = Duration::from_millis(1);
 /// Ticks without a reader before the thread parks.
 const COARSE_IDLE_TICKS: u32 = 1000;
+/// Each thread checks every this many of its [`CoarseClock`] readings
+/// against the kernel's coarse clock (the first call's reading and every
+/// call's second one, the settlement's, are not counted: see
+/// `ClockHandle::now_unmarked`).
+const CHECK_EVERY: u32 = 32;
+/// A reading this far behind the kernel's coarse clock is stale: the
+/// clock's thread did not run for at least this long (starved, or gone).
+/// Well above a tick plus the kernel clock's own granularity (4 ms at
+/// `HZ=250`), so a thread that runs is never second-guessed.
+const STALE_AFTER: Duration = Duration::from_millis(20);
 
 struct Ticker {
     nanos: AtomicU64,
     /// [`RUNNING`] and [`READ`]: one byte, so a read tests both at once.
     flags: AtomicU8,
-    thread: Mutex<Option<Thread>>,
+    /// The thread, and the process it was started in (it is not in a
+    /// `fork()`ed child).
+    thread: Mutex<Option<(Thread, Owner)>>,
+}
+
+thread_local! {
+    /// This thread's counted readings of the coarse clock, modulo
+    /// [`CHECK_EVERY`] (a countdown to the next check).
+    static UNCHECKED: Cell<u32> = const { Cell::new(0) };
 }
 
 /// The thread is refreshing `nanos`.
@@ -225,6 +296,16 @@ fn ticker() -> &'static Ticker {
     &TICKER
 }
 
+/// After a `fork()` (see [`background::forked`]): a child whose parent's
+/// clock thread was ticking starts its own now (a parked one is started by
+/// the next read).
+pub(crate) fn revive() {
+    let t = ticker();
+    if t.flags.load(Ordering::Acquire) & RUNNING != 0 {
+        t.ensure_thread(false);
+    }
+}
+
 /// The smallest slow-call threshold for which a breaker built without a clock
 /// reads [`CoarseClock`]: a millisecond tick is then at most 1 % of the
 /// threshold. Below it, the breaker reads [`MonotonicClock`].
@@ -237,6 +318,28 @@ fn ticker() -> &'static Ticker {
 /// ```
 pub const COARSE_MIN_SLOW_THRESHOLD: Duration = Duration::from_millis(100);
 
+/// Whether this reading is the thread's [`CHECK_EVERY`]-th since its last
+/// check (a thread-local countdown: a load, a store and a test).
+#[inline]
+fn check_due() -> bool {
+    UNCHECKED.with(|left| {
+        let n = left.get();
+        if n == 0 {
+            left.set(CHECK_EVERY - 1);
+            true
+        } else {
+            left.set(n - 1);
+            false
+        }
+    })
+}
+
+/// Whether a reading `reading` is stale next to the kernel's coarse clock
+/// `kernel` (both on the same scale).
+fn is_stale(reading: u64, kernel: u64) -> bool {
+    kernel.saturating_sub(reading) > duration_to_nanos(STALE_AFTER)
+}
+
 impl Ticker {
     fn refresh(&self) -> u64 {
         let now = MonotonicClock.now().0;
@@ -248,23 +351,59 @@ impl Ticker {
         let now = self.refresh();
         // Release: the reading above is stored before `RUNNING` is set.
         if self.flags.fetch_or(RUNNING | READ, Ordering::AcqRel) & RUNNING == 0 {
-            let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
-            match thread.as_ref() {
-                Some(t) => t.unpark(),
-                None => {
-                    let spawned = std::thread::Builder::new()
-                        .name("interlock-coarse-clock".into())
-                        .spawn(move || self.run());
-                    match spawned {
-                        Ok(handle) => *thread = Some(handle.thread().clone()),
-                        // No thread: stay stopped, so every read is precise.
-                        Err(_) => {
-                            self.flags.fetch_and(!RUNNING, Ordering::Release);
-                        }
-                    }
+            self.ensure_thread(true);
+        }
+        Timestamp(now)
+    }
+
+    /// Makes sure a thread of this process ticks: unparks it (if `unpark`)
+    /// or starts one when there is none here (never started, or lost to a
+    /// `fork()`). Never blocks: in a child forked while another thread held
+    /// the slot's lock, the lock is never released, and readers keep
+    /// repairing the reading themselves instead.
+    fn ensure_thread(&'static self, unpark: bool) {
+        let mut slot = match self.thread.try_lock() {
+            Ok(slot) => slot,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        let forked = match slot.as_ref() {
+            Some((t, owner)) if owner.is_here() => {
+                if unpark {
+                    t.unpark();
                 }
+                return;
+            }
+            Some(_) => true,
+            None => false,
+        };
+        match background::spawn("interlock-coarse-clock", move || self.run()) {
+            Ok(handle) => *slot = Some((handle.thread().clone(), Owner::current())),
+            // No thread: stay stopped, so every read is precise.
+            Err(_) => {
+                *slot = None;
+                self.flags.fetch_and(!RUNNING, Ordering::Release);
             }
         }
+        drop(slot);
+        if forked {
+            // The first to notice: bring the timers and lanes back too.
+            background::forked();
+        }
+    }
+
+    /// A counted reading's check: `reading` against the kernel's coarse
+    /// clock. A stale reading (the thread did not run for [`STALE_AFTER`])
+    /// is replaced by a precise one, and the thread is started again if it
+    /// is gone.
+    #[cold]
+    #[inline(never)]
+    fn check(&'static self, reading: u64) -> Timestamp {
+        if !is_stale(reading, check_reading()) {
+            return Timestamp(reading);
+        }
+        let now = self.refresh();
+        self.ensure_thread(false);
         Timestamp(now)
     }
 
@@ -337,7 +476,11 @@ impl Clock for CoarseClock {
             // Once per tick: tell the thread someone reads.
             t.flags.fetch_or(READ, Ordering::Relaxed);
         }
-        Timestamp(t.nanos.load(Ordering::Relaxed))
+        let reading = t.nanos.load(Ordering::Relaxed);
+        if check_due() {
+            return t.check(reading);
+        }
+        Timestamp(reading)
     }
 }
 

@@ -72,6 +72,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
+mod background;
 mod breaker;
 mod classify;
 mod clock;
