@@ -14,8 +14,8 @@
 //! - **Scheduling**: a thread inherits its creator's CPU mask (and policy),
 //!   so a ticker started by a thread pinned to one CPU, next to a
 //!   `SCHED_FIFO` spinner, would never run. On Linux every background thread
-//!   widens its CPU mask to every CPU the system allows first thing (through
-//!   `rustix`, the one dependency of the core crate there).
+//!   is started with a mask of every CPU the system allows (through
+//!   `rustix`, the one dependency of the core crate there), see [`spawn`].
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,7 +26,8 @@ use std::thread::JoinHandle;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Owner(u32);
 
-/// The last process [`Owner::current`] or [`forked`] ran in.
+/// The process whose threads the owners last knew to be running: the first
+/// to start one ([`Owner::current`]), then each `fork()`ed child ([`forked`]).
 static LAST_PID: AtomicU32 = AtomicU32::new(0);
 
 /// An owner of a background thread that a `fork()` leaves behind.
@@ -74,7 +75,9 @@ impl Owner {
     /// The current process (a system call: keep it off hot paths).
     pub(crate) fn current() -> Owner {
         let pid = std::process::id();
-        LAST_PID.store(pid, Ordering::Release);
+        // The first process to start a thread; a child's is recorded by
+        // `forked`, so that it still finds the parent's here.
+        let _ = LAST_PID.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire);
         Owner(pid)
     }
 
@@ -83,10 +86,17 @@ impl Owner {
     pub(crate) fn is_here(self) -> bool {
         self == Owner::current()
     }
+
+    /// An owner that is not this process (pid 0 is never a user process):
+    /// for tests that stand for a `fork()`ed child.
+    #[cfg(test)]
+    pub(crate) fn elsewhere() -> Owner {
+        Owner(0)
+    }
 }
 
-/// Spawns a named background thread that first makes itself runnable on
-/// every CPU (see the module docs), then runs `f`.
+/// Spawns a named background thread that may run on every CPU (see the
+/// module docs).
 ///
 /// # Errors
 ///
@@ -96,34 +106,63 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            run_anywhere();
-            f()
-        })
+    let builder = std::thread::Builder::new().name(name.into());
+    let _wide = Widened::new();
+    builder.spawn(f)
 }
 
-/// Widens the calling thread's CPU mask to every CPU (the kernel keeps it
-/// within the process's cpuset), so a thread started from a pinned thread
-/// is not confined to that thread's CPU. The scheduling policy is left as
-/// inherited: a thread started by a real-time thread keeps its real-time
-/// priority, which only makes it more punctual (each of ours sleeps between
-/// short bursts of work).
+/// While alive, the calling thread may run on every CPU (the kernel keeps
+/// it within the process's cpuset), so a thread it spawns inherits that
+/// mask; dropping it restores the caller's own mask.
+///
+/// The new thread cannot widen its mask itself: started on the one CPU of a
+/// `SCHED_FIFO` thread spinning there, at the same priority, it would never
+/// run to do it. The creator's scheduling policy is inherited as it is: a
+/// thread started by a real-time thread keeps its real-time priority,
+/// which only makes it more punctual (each of ours sleeps between short
+/// bursts of work). Refused (a seccomp filter, say), nothing changes and
+/// the coarse clock's readers still re-check it (see `clock.rs`).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn run_anywhere() {
-    use rustix::thread::{CpuSet, sched_setaffinity};
-    let mut all = CpuSet::new();
-    for cpu in 0..CpuSet::MAX_CPU {
-        all.set(cpu);
+struct Widened(Option<rustix::thread::CpuSet>);
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl Widened {
+    fn new() -> Self {
+        use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+        let Ok(own) = sched_getaffinity(None) else {
+            return Widened(None);
+        };
+        let mut all = CpuSet::new();
+        for cpu in 0..CpuSet::MAX_CPU {
+            all.set(cpu);
+        }
+        match sched_setaffinity(None, &all) {
+            // Already wide (the common case): nothing to restore.
+            Ok(()) if sched_getaffinity(None).is_ok_and(|now| now == own) => Widened(None),
+            Ok(()) => Widened(Some(own)),
+            Err(_) => Widened(None),
+        }
     }
-    // Refused (a seccomp filter, say): the thread keeps its creator's mask,
-    // and the coarse clock's readers still re-check it (see `clock.rs`).
-    let _ = sched_setaffinity(None, &all);
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+impl Drop for Widened {
+    fn drop(&mut self) {
+        if let Some(own) = &self.0 {
+            let _ = rustix::thread::sched_setaffinity(None, own);
+        }
+    }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn run_anywhere() {}
+struct Widened;
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+impl Widened {
+    fn new() -> Self {
+        Widened
+    }
+}
 
 /// The CPUs the calling thread may run on (Linux), for tests.
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
@@ -153,10 +192,12 @@ mod tests {
             one.set(0);
             sched_setaffinity(None, &one).expect("pin to CPU 0");
             assert_eq!(allowed_cpus(), 1);
-            spawn("interlock-test", allowed_cpus)
+            let widened = spawn("interlock-test", allowed_cpus)
                 .expect("spawn")
                 .join()
-                .expect("join")
+                .expect("join");
+            assert_eq!(allowed_cpus(), 1, "the creator's own mask is restored");
+            widened
         })
         .join()
         .expect("join");

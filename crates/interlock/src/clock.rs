@@ -462,25 +462,32 @@ impl CoarseClock {
     }
 }
 
+impl Ticker {
+    /// A counted reading (see [`CoarseClock`]).
+    #[inline]
+    fn read(&'static self) -> Timestamp {
+        // Acquire: `wake` stored a reading before it set `RUNNING`, so a
+        // reader that sees the thread running never sees the initial zero.
+        let flags = self.flags.load(Ordering::Acquire);
+        if flags != RUNNING | READ {
+            if flags & RUNNING == 0 {
+                return self.wake();
+            }
+            // Once per tick: tell the thread someone reads.
+            self.flags.fetch_or(READ, Ordering::Relaxed);
+        }
+        let reading = self.nanos.load(Ordering::Relaxed);
+        if check_due() {
+            return self.check(reading);
+        }
+        Timestamp(reading)
+    }
+}
+
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Timestamp {
-        let t = ticker();
-        // Acquire: `wake` stored a reading before it set `RUNNING`, so a
-        // reader that sees the thread running never sees the initial zero.
-        let flags = t.flags.load(Ordering::Acquire);
-        if flags != RUNNING | READ {
-            if flags & RUNNING == 0 {
-                return t.wake();
-            }
-            // Once per tick: tell the thread someone reads.
-            t.flags.fetch_or(READ, Ordering::Relaxed);
-        }
-        let reading = t.nanos.load(Ordering::Relaxed);
-        if check_due() {
-            return t.check(reading);
-        }
-        Timestamp(reading)
+        ticker().read()
     }
 }
 
@@ -725,6 +732,101 @@ mod tests {
             1_000,
             "a second of ticks"
         );
+    }
+
+    #[test]
+    fn a_reading_is_stale_only_well_behind_the_kernels_coarse_clock() {
+        let stale_after = duration_to_nanos(STALE_AFTER);
+        assert!(!is_stale(1_000, 1_000));
+        assert!(
+            !is_stale(5_000, 1_000),
+            "a reading ahead of the kernel's is fresh"
+        );
+        assert!(!is_stale(1_000, 1_000 + stale_after));
+        assert!(is_stale(1_000, 1_001 + stale_after));
+        assert!(
+            STALE_AFTER >= 4 * COARSE_TICK && STALE_AFTER >= Duration::from_millis(8),
+            "a ticking thread plus the kernel clock's own granularity is never stale"
+        );
+    }
+
+    #[test]
+    fn the_kernels_coarse_clock_is_on_the_precise_clocks_scale_and_never_ahead() {
+        for _ in 0..1_000 {
+            let before = MonotonicClock.now();
+            let kernel = check_reading();
+            let after = MonotonicClock.now();
+            assert!(kernel <= after.0, "ahead of the precise clock");
+            assert!(
+                kernel + duration_to_nanos(STALE_AFTER) >= before.0,
+                "{kernel} trails {before} by more than the staleness bound"
+            );
+        }
+    }
+
+    /// The staleness guard: a ticker whose thread is gone (as in a
+    /// `fork()`ed child: its flags still say it runs, its reading is
+    /// frozen) is noticed within `CHECK_EVERY` readings on any thread,
+    /// which then get a precise reading, and a new thread starts.
+    #[test]
+    fn a_frozen_reading_is_replaced_within_check_every_reads_and_the_thread_restarts() {
+        static FROZEN: Ticker = Ticker {
+            nanos: AtomicU64::new(1),
+            flags: AtomicU8::new(RUNNING | READ),
+            thread: Mutex::new(None),
+        };
+        // "Started in another process": a handle to a thread that does not
+        // tick this ticker.
+        *FROZEN.thread.lock().unwrap() = Some((std::thread::current(), Owner::elsewhere()));
+        // The frozen reading (1 ns after the origin) must be stale.
+        let stale_from = 2 * duration_to_nanos(STALE_AFTER);
+        while MonotonicClock.now().0 < stale_from {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let before = MonotonicClock.now();
+        let mut frozen_reads = 0;
+        let repaired = loop {
+            let t = FROZEN.read();
+            if t.0 != 1 {
+                break t;
+            }
+            frozen_reads += 1;
+            assert!(
+                frozen_reads < CHECK_EVERY,
+                "still frozen after {frozen_reads} reads"
+            );
+        };
+        assert!(repaired >= before, "the repair is a precise reading");
+        let (_, owner) = FROZEN.thread.lock().unwrap().clone().unwrap();
+        assert!(owner.is_here(), "a new thread was started here");
+        // The new thread ticks: the reading moves on without further checks.
+        let deadline = MonotonicClock.now() + Duration::from_secs(30);
+        while FROZEN.nanos.load(Ordering::Relaxed) <= repaired.0 {
+            assert!(
+                MonotonicClock.now() < deadline,
+                "the restarted thread does not tick"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // A fresh reading is returned as it is: readings never go back.
+        let mut last = FROZEN.read();
+        for _ in 0..(4 * CHECK_EVERY) {
+            let t = FROZEN.read();
+            assert!(t >= last);
+            last = t;
+        }
+    }
+
+    #[test]
+    fn every_check_every_th_reading_on_a_thread_is_checked() {
+        std::thread::spawn(|| {
+            let due: Vec<bool> = (0..3 * CHECK_EVERY).map(|_| check_due()).collect();
+            let checked: Vec<usize> = (0..due.len()).filter(|&i| due[i]).collect();
+            let every = CHECK_EVERY as usize;
+            assert_eq!(checked, [0, every, 2 * every]);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

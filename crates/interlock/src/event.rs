@@ -421,11 +421,16 @@ pub(crate) fn isolate(f: impl FnOnce()) -> bool {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(()) => true,
         Err(payload) => {
-            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-                std::mem::forget(again);
-            }
+            drop_payload(payload);
             false
         }
+    }
+}
+
+/// Drops a caught panic's payload; one whose `Drop` panics is leaked.
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 

@@ -67,6 +67,23 @@ pub(crate) async fn guarded_async<T>(
     .await
 }
 
+/// Awaits `round`, catching a panic while polling it (the async mirror of
+/// [`crate::event::isolate`]): the lane's task outlives a panicking round.
+#[cfg(feature = "tokio")]
+async fn isolated(round: impl Future<Output = ()>) {
+    let mut round = std::pin::pin!(round);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(payload) => {
+                crate::event::drop_payload(payload);
+                std::task::Poll::Ready(())
+            }
+        }
+    })
+    .await;
+}
+
 /// The object-safe face of an [`AsyncStorage`].
 pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
     fn trip_open<'a>(
@@ -793,12 +810,15 @@ async fn run_async(weak: Weak<Lane>) {
                 None => lane.notify.notified().await,
             }
         }
-        lane.run_queue_async().await;
-        lane.run_refreshes_async().await;
-        if next_poll.is_some_and(|at| tokio::time::Instant::now() >= at) {
-            lane.poll_async().await;
-            next_poll = tokio::time::Instant::now().checked_add(interval);
-        }
+        isolated(async {
+            lane.run_queue_async().await;
+            lane.run_refreshes_async().await;
+            if next_poll.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                lane.poll_async().await;
+                next_poll = tokio::time::Instant::now().checked_add(interval);
+            }
+        })
+        .await;
         if Arc::strong_count(&lane) == 1 && lane.state().members.is_empty() {
             return;
         }
