@@ -178,7 +178,7 @@ impl Clock for MonotonicClock {
 /// about a millisecond (plus scheduling delay) behind [`MonotonicClock`],
 /// with the same origin, and never goes backwards.
 ///
-/// The reading cannot freeze. Every 128th read on each thread compares it
+/// The reading cannot freeze. Every 256th read on each thread compares it
 /// with the precise clock: a reading more than 20 ms behind is replaced by
 /// a precise one, and a thread that is gone (in a `fork()`ed child) is
 /// started again. The thread also widens its CPU mask to every CPU first
@@ -212,9 +212,11 @@ const COARSE_IDLE_TICKS: u32 = 1000;
 /// Each thread checks every this many of its [`CoarseClock`] readings
 /// against the precise clock (a call's second reading, the settlement's,
 /// is not counted: see `ClockHandle::now_unmarked`). A check costs one
-/// precise read (20–40 ns), so this many readings share it: a fraction of
-/// a nanosecond each.
-const CHECK_EVERY: u32 = 128;
+/// precise read (20–40 ns), so this many readings share it: about a
+/// tenth of a nanosecond each. A power of two: the count is one byte.
+const CHECK_EVERY: u32 = 1 << u8::BITS;
+// The thread-local count is a byte that wraps to zero every `CHECK_EVERY`.
+const _: () = assert!(CHECK_EVERY == u8::MAX as u32 + 1);
 /// A reading this far behind the precise clock is stale: the clock's
 /// thread did not run for at least this long (starved, or gone). Well
 /// above a tick plus ordinary scheduling delay, so a thread that runs is
@@ -232,8 +234,8 @@ struct Ticker {
 
 thread_local! {
     /// This thread's counted readings of the coarse clock, modulo
-    /// [`CHECK_EVERY`] (a countdown to the next check).
-    static UNCHECKED: Cell<u32> = const { Cell::new(0) };
+    /// [`CHECK_EVERY`].
+    static UNCHECKED: Cell<u8> = const { Cell::new(0) };
 }
 
 /// The thread is refreshing `nanos`.
@@ -277,18 +279,15 @@ pub(crate) fn revive() {
 pub const COARSE_MIN_SLOW_THRESHOLD: Duration = Duration::from_millis(100);
 
 /// Whether this reading is the thread's [`CHECK_EVERY`]-th since its last
-/// check (a thread-local countdown: a load, a store and a test).
+/// check: a thread-local byte counts the readings and wraps to zero every
+/// [`CHECK_EVERY`] (one add to memory and a branch on its zero flag). The
+/// first reading of a thread is not checked.
 #[inline]
 fn check_due() -> bool {
-    UNCHECKED.with(|left| {
-        let n = left.get();
-        if n == 0 {
-            left.set(CHECK_EVERY - 1);
-            true
-        } else {
-            left.set(n - 1);
-            false
-        }
+    UNCHECKED.with(|count| {
+        let n = count.get().wrapping_add(1);
+        count.set(n);
+        n == 0
     })
 }
 
@@ -768,7 +767,8 @@ mod tests {
             let due: Vec<bool> = (0..3 * CHECK_EVERY).map(|_| check_due()).collect();
             let checked: Vec<usize> = (0..due.len()).filter(|&i| due[i]).collect();
             let every = CHECK_EVERY as usize;
-            assert_eq!(checked, [0, every, 2 * every]);
+            // Readings 1, 2, ... of the thread: the 256th, 512th and 768th.
+            assert_eq!(checked, [every - 1, 2 * every - 1, 3 * every - 1]);
         })
         .join()
         .unwrap();
