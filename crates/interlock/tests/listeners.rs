@@ -168,7 +168,7 @@ fn r12_a_blocked_timer_listener_does_not_delay_an_async_timeout() {
     let outcome = runtime.block_on(async {
         tokio::time::timeout(
             DEADLINE,
-            pipeline.call_async(|| std::future::pending::<Result<(), Boom>>()),
+            pipeline.call_async(std::future::pending::<Result<(), Boom>>),
         )
         .await
     });

@@ -280,9 +280,9 @@ async fn an_async_coordinator_with_a_poll_interval_of_duration_max_still_runs_wr
         let _ = breaker.call_async(|| async { Err::<(), _>(Boom) }).await;
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !storage
+    while storage
         .peek("no-poll-async")
-        .is_some_and(|s| s.state == State::Open)
+        .is_none_or(|s| s.state != State::Open)
     {
         assert!(Instant::now() < deadline, "the shared trip never ran");
         tokio::time::sleep(Duration::from_millis(5)).await;
