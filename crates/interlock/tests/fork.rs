@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use fork::{Fork, WEXITSTATUS, WIFEXITED, fork, waitpid};
 use interlock::mode::Blocking;
 use interlock::storage::{Coordinator, MemoryStorage, StorageSettings};
-use interlock::{CallError, CircuitBreaker, Clock, CoarseClock, Config, SlidingWindow, State};
+use interlock::{
+    CallError, CircuitBreaker, Clock, CoarseClock, Config, ManualClock, SlidingWindow, State,
+};
 
 #[derive(Debug)]
 struct Boom;
@@ -67,6 +69,20 @@ fn eventually(mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
+/// Threads of this process named like the coarse clock's
+/// (`interlock-coarse-clock`, which the kernel shortens to 15 bytes).
+fn clock_thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |tasks| {
+        tasks
+            .filter_map(Result::ok)
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|comm| comm.trim_end() == "interlock-coars")
+            })
+            .count()
+    })
+}
+
 /// What the parent prepared, inherited by the child.
 struct World {
     /// Tripped by the parent: OPEN for 300 ms on the default clock
@@ -81,6 +97,9 @@ struct World {
     timer_from_parent: CircuitBreaker,
     /// `auto_transition`, tripped by the child.
     timer_in_child: CircuitBreaker,
+    /// `auto_transition` on a `ManualClock`: the child trips it first, so
+    /// that the timer (not the coarse clock) is the first to notice the fork.
+    first_to_notice: CircuitBreaker,
     /// One storage, two background coordinators ("two instances").
     storage: MemoryStorage,
     here: CircuitBreaker<Blocking>,
@@ -129,6 +148,11 @@ fn prepare() -> World {
         .config(trips_at_once(Duration::from_millis(50), true))
         .build()
         .unwrap();
+    let first_to_notice = CircuitBreaker::builder("first-to-notice")
+        .config(trips_at_once(Duration::from_secs(3600), true))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
 
     let settings = StorageSettings::builder()
         .poll_interval(Duration::from_millis(20))
@@ -160,6 +184,7 @@ fn prepare() -> World {
         eventually(|| CoarseClock.now() > start),
         "the parent's clock ticks"
     );
+    assert_eq!(clock_thread_count(), 1);
 
     World {
         opened,
@@ -167,6 +192,7 @@ fn prepare() -> World {
         window,
         timer_from_parent,
         timer_in_child,
+        first_to_notice,
         storage,
         here,
         there,
@@ -186,6 +212,21 @@ fn child(world: &World, report: &mut String) -> bool {
         );
         ok &= held;
     };
+
+    // The first owner to notice the fork (here the timer, armed before any
+    // coarse reading) brings the others back: the clock's thread starts
+    // without waiting for a reader's check.
+    let no_clock_thread_yet = clock_thread_count() == 0;
+    fail(&world.first_to_notice);
+    let clock_back = eventually(|| clock_thread_count() == 1);
+    step(
+        "the timer noticing the fork restarts the clock's thread",
+        no_clock_thread_yet && clock_back,
+        format!(
+            "none before: {no_clock_thread_yet}, {} after",
+            clock_thread_count()
+        ),
+    );
 
     // R6: the parent's OPEN period ends in the child. Before, the frozen
     // clock made every call a rejection with the same `retry_after`.
@@ -301,7 +342,7 @@ fn a_forked_childs_breakers_keep_time_timers_and_coordination() {
                 WIFEXITED(status) && WEXITSTATUS(status) == 0,
                 "the child (status {status:#x}) reported:\n{report}"
             );
-            assert_eq!(report.lines().count(), 6, "{report}");
+            assert_eq!(report.lines().count(), 7, "{report}");
         }
     }
 }
