@@ -528,9 +528,30 @@ pub(crate) fn into_arc(listener: impl EventListener) -> Arc<dyn EventListener> {
 /// Delivers `event` to each listener, catching and logging panics (D5).
 pub(crate) fn emit(listeners: &[Arc<dyn EventListener>], event: &Event<'_>) {
     for listener in listeners {
-        if catch_unwind(AssertUnwindSafe(|| listener.on_event(event))).is_err() {
+        if !isolate(|| listener.on_event(event)) {
             report_listener_panic(event);
         }
+    }
+}
+
+/// Runs `f`, catching a panic: `false` if it panicked. The panic's payload
+/// is dropped under the same guard (a payload whose `Drop` panics again is
+/// leaked instead), so nothing unwinds out of here: a background thread
+/// running user code (listeners, clocks, wakers) survives it.
+pub(crate) fn isolate(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => true,
+        Err(payload) => {
+            drop_payload(payload);
+            false
+        }
+    }
+}
+
+/// Drops a caught panic's payload; one whose `Drop` panics is leaked.
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 
@@ -543,10 +564,15 @@ fn report_listener_panic(event: &Event<'_>) {
         event = event.kind(),
         "an event listener panicked; the panic was caught and ignored"
     );
+    // Not `eprintln!`, which panics when stderr cannot be written.
     #[cfg(not(feature = "tracing"))]
-    eprintln!(
-        "interlock: an event listener panicked on a {} event of {:?}; the panic was caught and ignored",
-        event.kind(),
-        event.name()
-    );
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "interlock: an event listener panicked on a {} event of {:?}; the panic was caught and ignored",
+            event.kind(),
+            event.name()
+        );
+    }
 }

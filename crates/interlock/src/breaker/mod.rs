@@ -163,6 +163,11 @@ pub(crate) struct Inner {
 #[derive(Default)]
 struct TimerSlot {
     key: Option<TimerKey>,
+    /// The generation of the OPEN period the slot's timer (armed or last
+    /// armed) belongs to: a late arm or cancel for an older period (a
+    /// thread held up between its transition and its timer work, by a slow
+    /// listener or the scheduler) never replaces or cancels a newer one.
+    generation: u64,
     closed: bool,
 }
 
@@ -665,18 +670,19 @@ impl Inner {
     }
 
     fn after_change(&self, effects: Effects) {
+        // The timer first, so that listeners (however slow) never delay it.
         if let Some(t) = effects.local {
             if t.from == State::Open {
-                self.cancel_timer();
+                self.cancel_timer(effects.generation);
+            }
+            if t.to == State::Open && self.config.auto_transition() {
+                self.arm_timer(effects.generation, effects.open_wait);
             }
         }
         if let Some((from, to)) = effects.effective {
             self.emit(&Event::state_changed(self.name(), from, to));
         }
         if let Some(t) = effects.local {
-            if t.to == State::Open && self.config.auto_transition() {
-                self.arm_timer(effects.generation, effects.open_wait);
-            }
             if t.from == State::Closed && t.to == State::Open {
                 self.enqueue(Write::Trip);
             }
@@ -706,9 +712,11 @@ impl Inner {
         }
     }
 
+    /// Arms the timer of the OPEN period of `generation` (R12.1), replacing
+    /// the timer of an older period, never that of a newer one.
     fn arm_timer(&self, generation: u64, delay: Duration) {
         let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.closed {
+        if slot.closed || generation < slot.generation {
             return;
         }
         let scheduler = Scheduler::global();
@@ -716,16 +724,23 @@ impl Inner {
             scheduler.cancel(old);
         }
         let weak: Weak<dyn TimerTarget> = self.weak_self.clone();
-        slot.key = scheduler.schedule(delay, weak, generation);
+        slot.generation = generation;
+        slot.key = scheduler.schedule(delay, weak, generation).key();
     }
 
-    fn cancel_timer(&self) {
-        let key = self
-            .timer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .key
-            .take();
+    /// Cancels the timer of an OPEN period the machine left, at
+    /// `generation` (R12.3): only a timer armed for an older generation;
+    /// and a late arm for a period older than `generation` is refused.
+    fn cancel_timer(&self, generation: u64) {
+        let key = {
+            let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.generation < generation {
+                slot.generation = generation;
+                slot.key.take()
+            } else {
+                None
+            }
+        };
         if let Some(key) = key {
             Scheduler::global().cancel(key);
         }
@@ -772,10 +787,13 @@ impl TimerTarget for Inner {
         // elapsed is not re-armed (R12.2).
         let now = self.clock.now_fresh();
         let ((), effects) = self.change(|core| ((), core.machine.on_timer(now, generation)));
-        self.timer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .key = None;
+        {
+            // This timer is spent; a newer period's is not.
+            let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.generation == generation {
+                slot.key = None;
+            }
+        }
         self.after(effects);
     }
 }

@@ -173,6 +173,8 @@ impl<I: Iterator<Item = Duration>> Iterator for Jitter<I> {
     fn next(&mut self) -> Option<Duration> {
         let delay = self.inner.next()?;
         let half = delay / 2;
-        Some(half + half.mul_f64(self.unit()))
+        // Saturating: `Duration::MAX` (no deadline) stays about that, and
+        // the float rounding of a huge delay never overflows.
+        Some(half.saturating_add(half.mul_f64(self.unit())))
     }
 }
