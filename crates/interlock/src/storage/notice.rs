@@ -18,6 +18,17 @@ pub enum Notice<'a> {
     /// Notices may have been lost (the subscription was just established or
     /// re-established): the coordinator polls every breaker now.
     Resync,
+    /// The storage cannot send or receive change notices, for a reason
+    /// that retrying will not fix soon (the server refuses `PUBLISH` or
+    /// `SUBSCRIBE` to this user, say). Writes are not affected: a failed
+    /// publish never fails the write it belongs to. The coordinator relies
+    /// on polling alone and says so once (an
+    /// [`Event::StorageNoticesUnavailable`](crate::Event::StorageNoticesUnavailable)
+    /// to each of its breakers, and a log line).
+    Unavailable {
+        /// What the storage was told, for the event and the log.
+        reason: &'a str,
+    },
 }
 
 /// The handler behind a [`NoticeSink`].
