@@ -143,10 +143,33 @@ fn bounded(text: &str) -> String {
     out
 }
 
+/// What kind of failure a client error is, in a few words: the summary an
+/// event or a log line shows before the client's own message (the source).
+fn summary(error: &redis::RedisError) -> String {
+    if error.is_timeout() {
+        "timed out".to_owned()
+    } else if error.is_connection_refusal() {
+        "connection refused".to_owned()
+    } else if error.is_connection_dropped() {
+        "connection lost".to_owned()
+    } else if error.is_io_error() {
+        "I/O error".to_owned()
+    } else if let Some(code) = error.code() {
+        format!("server error {code}")
+    } else {
+        "client error".to_owned()
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Redis(_) => write!(f, "redis storage: {} failed", self.operation),
+            Kind::Redis(e) => write!(
+                f,
+                "redis storage: {} failed ({})",
+                self.operation,
+                summary(e)
+            ),
             Kind::Corrupt(detail) => {
                 write!(f, "redis storage: {} refused: {detail}", self.operation)
             }
@@ -171,7 +194,29 @@ mod tests {
     fn display_names_the_operation_and_source_is_the_client_error() {
         let io = redis::RedisError::from(std::io::Error::other("refused"));
         let e = Error::redis("lease_probe", io);
-        assert_eq!(e.to_string(), "redis storage: lease_probe failed");
+        assert_eq!(
+            e.to_string(),
+            "redis storage: lease_probe failed (I/O error)"
+        );
+        let timeout = std::io::Error::from(std::io::ErrorKind::WouldBlock);
+        let e = Error::redis("read", redis::RedisError::from(timeout));
+        assert_eq!(e.to_string(), "redis storage: read failed (timed out)");
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let e = Error::redis("read", redis::RedisError::from(refused));
+        assert_eq!(
+            e.to_string(),
+            "redis storage: read failed (connection refused)"
+        );
+        let server = redis::RedisError::from((
+            redis::ErrorKind::Extension,
+            "NOPERM",
+            "no permissions".to_owned(),
+        ));
+        let e = Error::redis("read", server);
+        assert!(
+            e.to_string().starts_with("redis storage: read failed ("),
+            "{e}"
+        );
         assert!(e.source().is_some() && !e.is_corrupt() && e.redis_error().is_some());
         let e = Error::reply("read", "not an array");
         assert_eq!(

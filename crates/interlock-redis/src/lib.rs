@@ -200,16 +200,17 @@ pub use error::Error;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 
-/// The SHA1 digests of the seven scripts (read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close, and the
-/// batched poll), as sent with `EVALSHA`: for `SCRIPT EXISTS` checks, or
-/// for ACL and proxy allow-lists in a locked-down deployment.
+/// The SHA1 digests of the nine scripts (read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
+/// restart_stalled_round, restore, and the batched poll), as sent with
+/// `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy allow-lists
+/// in a locked-down deployment.
 ///
 /// ```
 /// let digests = interlock_redis::script_digests();
 /// assert!(digests.iter().all(|d| d.len() == 40));
 /// ```
 #[must_use]
-pub fn script_digests() -> [&'static str; 7] {
+pub fn script_digests() -> [&'static str; 9] {
     scripts::digests()
 }

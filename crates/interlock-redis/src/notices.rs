@@ -52,6 +52,23 @@ enum Ended {
     /// `established` tells whether it had been subscribed (which resets
     /// the backoff).
     Dropped { established: bool },
+    /// The server refused the subscription to this user (`NOPERM`: no
+    /// rights on the channel or the command). Said once, then retried like
+    /// a failure, in case the ACLs change.
+    Refused(String),
+}
+
+/// Whether `error` is the server refusing the user (ACLs), which retrying
+/// will not fix.
+fn is_refusal(error: &redis::RedisError) -> bool {
+    error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+}
+
+/// The reason of a refused subscription, for the notice.
+fn refusal(error: &redis::RedisError) -> Ended {
+    Ended::Refused(format!(
+        "the server refused SUBSCRIBE to the change notices: {error}"
+    ))
 }
 
 /// A notice's payload, `<version> <key>`, as the breaker's name and
@@ -94,15 +111,30 @@ impl Listener {
         )
     }
 
+    /// Says once that the subscription was refused; `false` once the
+    /// coordinator is gone.
+    fn refused(&self, told: &mut bool, reason: &str) -> bool {
+        if std::mem::replace(told, true) {
+            return self.sink.is_alive();
+        }
+        self.sink.deliver(Notice::Unavailable { reason })
+    }
+
     /// Runs the blocking subscription until the coordinator is gone.
     pub(crate) fn run_blocking(self) {
         let mut failures = 0u32;
+        let mut told = false;
         loop {
             match self.session_blocking() {
                 Ended::SinkGone => return,
                 Ended::Dropped { established } => {
                     if established {
                         failures = 0;
+                    }
+                }
+                Ended::Refused(reason) => {
+                    if !self.refused(&mut told, &reason) {
+                        return;
                     }
                 }
             }
@@ -142,8 +174,12 @@ impl Listener {
             return FAILED;
         }
         let mut pubsub = con.as_pubsub();
-        if pubsub.subscribe(&self.channel).is_err() || pubsub.set_read_timeout(Some(TICK)).is_err()
-        {
+        match pubsub.subscribe(&self.channel) {
+            Err(e) if is_refusal(&e) => return refusal(&e),
+            Err(_) => return FAILED,
+            Ok(()) => {}
+        }
+        if pubsub.set_read_timeout(Some(TICK)).is_err() {
             return FAILED;
         }
         if !self.sink.deliver(Notice::Resync) {
@@ -186,18 +222,24 @@ mod task {
     use interlock::storage::Notice;
     use interlock::{Clock, MonotonicClock};
 
-    use super::{Ended, KEEPALIVE, Listener, TICK};
+    use super::{Ended, KEEPALIVE, Listener, TICK, is_refusal, refusal};
 
     impl Listener {
         /// Runs the async subscription until the coordinator is gone.
         pub(crate) async fn run_async(self) {
             let mut failures = 0u32;
+            let mut told = false;
             loop {
                 match self.session_async().await {
                     Ended::SinkGone => return,
                     Ended::Dropped { established } => {
                         if established {
                             failures = 0;
+                        }
+                    }
+                    Ended::Refused(reason) => {
+                        if !self.refused(&mut told, &reason) {
+                            return;
                         }
                     }
                 }
@@ -222,9 +264,11 @@ mod task {
                 return FAILED;
             };
             let subscribe = pubsub.subscribe(&self.channel);
-            let Ok(Ok(())) = tokio::time::timeout(timeout, subscribe).await else {
-                return FAILED;
-            };
+            match tokio::time::timeout(timeout, subscribe).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if is_refusal(&e) => return refusal(&e),
+                _ => return FAILED,
+            }
             if !self.sink.deliver(Notice::Resync) {
                 return Ended::SinkGone;
             }

@@ -1,7 +1,10 @@
 //! What both storages share: the key prefix, the knobs and the key layout.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use interlock::ConfigError;
-use interlock::storage::{NoticeSink, StorageSettings, StorageSettingsBuilder};
+use interlock::storage::{Notice, NoticeSink, StorageSettings, StorageSettingsBuilder};
 
 use crate::key::{DEFAULT_PREFIX, encode_name_into, validate_prefix};
 use crate::notices::{Listener, Subscriber};
@@ -32,7 +35,52 @@ impl Options {
             channel: format!("{}notices", self.prefix),
             prefix: self.prefix,
             subscriber: self.subscriber,
+            reporter: Arc::default(),
         })
+    }
+}
+
+/// Tells the coordinators of a storage, once, that its change notices
+/// cannot be published (R17.11): the first refused `PUBLISH` reaches every
+/// sink given to the storage so far, and a sink given later hears of it at
+/// once.
+#[derive(Debug, Default)]
+pub(crate) struct Reporter {
+    sinks: Mutex<Vec<NoticeSink>>,
+    /// The first refusal, once there was one.
+    refused: Mutex<Option<String>>,
+    told: AtomicBool,
+}
+
+impl Reporter {
+    fn keep(&self, sink: &NoticeSink) {
+        let refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(reason) = refused {
+            sink.deliver(Notice::Unavailable { reason: &reason });
+        }
+        let mut sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        sinks.retain(NoticeSink::is_alive);
+        sinks.push(sink.clone());
+    }
+
+    fn refused(&self, why: &str) {
+        if self.told.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let reason = format!("the server refused PUBLISH of the change notices: {why}");
+        *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
+        let sinks = self
+            .sinks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for sink in sinks {
+            sink.deliver(Notice::Unavailable { reason: &reason });
+        }
     }
 }
 
@@ -43,9 +91,22 @@ pub(crate) struct Layout {
     pub(crate) settings: StorageSettings,
     channel: String,
     subscriber: Option<Subscriber>,
+    reporter: Arc<Reporter>,
 }
 
 impl Layout {
+    /// Keeps a coordinator's sink, to tell it if publishing fails.
+    pub(crate) fn keep_sink(&self, sink: &NoticeSink) {
+        self.reporter.keep(sink);
+    }
+
+    /// A write was applied but its notice refused: say so, once.
+    pub(crate) fn publish_failed(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            self.reporter.refused(why);
+        }
+    }
+
     /// The channel the scripts publish on: empty (publish nothing) when
     /// notifications are off.
     pub(crate) fn publish_channel(&self) -> &str {

@@ -1,8 +1,8 @@
-//! The seven Lua scripts, their arguments and the parsing of their replies.
+//! The nine Lua scripts, their arguments and the parsing of their replies.
 //!
-//! Each of the six operations works on one key (`KEYS[1]`, the breaker's
+//! Each of the eight operations works on one key (`KEYS[1]`, the breaker's
 //! hash), reads the hash through the same strict loader, and replies with
-//! the same nine values in the same order:
+//! the same ten values in the same order:
 //!
 //! | # | value | type |
 //! |---|---|---|
@@ -11,6 +11,7 @@
 //! | 3 | `opened_at`, microseconds since the Unix epoch on the server's `TIME` | integer |
 //! | 4 | `version` | integer |
 //! | 5–9 | `probes_permitted`, `probes_remaining`, `probes_completed`, `probe_failures`, `probe_slows` | integers |
+//! | 10 | why the change notice could not be published (`PUBLISH` refused, say by ACLs), or empty | string |
 //!
 //! An absent key reads as CLOSED at version 0 with `code` 0. A hash the
 //! loader refuses (a field missing, not a decimal integer, out of range, an
@@ -20,9 +21,14 @@
 //!
 //! Every write script takes the notice channel as `ARGV[1]` and, when it
 //! applies a change, publishes `<version> <key>` on it after writing (an
-//! empty channel publishes nothing). The seventh script, `poll`, answers a
-//! whole batched poll: a read or a begin per key, one reply per key, with
-//! an error of one key (`{'err', message}`) kept to that key.
+//! empty channel publishes nothing). The publish is best-effort: it runs
+//! under `redis.pcall`, so a refused `PUBLISH` never turns an applied write
+//! into an error (value 10 says why it failed). The ninth script, `poll`,
+//! answers a whole batched poll: a read or a begin per key, one reply per
+//! key, with an error of one key (`{'err', message}`) kept to that key.
+//!
+//! Every write goes through the prelude's `save`, so a later change that
+//! every write must make (an epoch counter, say) is made in one place.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -34,8 +40,13 @@ use redis::{Script, ScriptInvocation, Value};
 use crate::error::Error;
 
 /// The largest integer Lua's doubles hold exactly (2^53 − 1): the bound of
-/// `version` and `opened_at` in the hash.
+/// `opened_at` in the hash.
 pub(crate) const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// The bound of `version` in the hash: [`SharedState::MAX_VERSION`]. A
+/// larger one is refused as corrupt (a version near 2^53 would stop
+/// fencing: Lua's doubles cannot add one to it).
+pub(crate) const MAX_VERSION: u64 = SharedState::MAX_VERSION;
 
 /// The longest TTL written (about 31 years), far below what `PEXPIRE`
 /// accepts on top of the server's clock.
@@ -43,7 +54,10 @@ const MAX_TTL_MS: u64 = 1_000_000_000_000;
 
 const PRELUDE: &str = r"
 local MAX_EXACT = 9007199254740991
+local MAX_VERSION = 1125899906842624
 local MAX_U32 = 4294967295
+-- Why this script's change notice could not be published ('' if it was).
+local notice_error = ''
 
 local function fail(what)
   error('interlock: ' .. what .. ' (corrupt or foreign breaker hash)', 0)
@@ -84,7 +98,7 @@ local function load(key)
   end
   s.state = state
   s.opened_at = int('opened_at', raw[2], MAX_EXACT)
-  s.version = int('version', raw[3], MAX_EXACT)
+  s.version = int('version', raw[3], MAX_VERSION)
   s.permitted = int('probes_permitted', raw[4], MAX_U32)
   s.remaining = int('probes_remaining', raw[5], MAX_U32)
   s.completed = int('probes_completed', raw[6], MAX_U32)
@@ -104,8 +118,8 @@ local function now_us()
 end
 
 local function bump(version)
-  if version < MAX_EXACT then return version + 1 end
-  return version
+  if version < MAX_VERSION then return version + 1 end
+  return MAX_VERSION
 end
 
 local function add32(a, b)
@@ -123,7 +137,9 @@ local function digits(n)
 end
 
 -- An applied change: rewrite the hash, refresh its lifetime and, unless
--- the channel is '', publish '<version> <key>' in the same script.
+-- the channel is '', publish '<version> <key>' in the same script. The
+-- publish cannot fail the write: a refusal (ACLs without channel rights)
+-- is kept for the reply.
 local function save(key, s, ttl_ms, channel)
   redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
     'version', digits(s.version), 'probes_permitted', digits(s.permitted),
@@ -131,13 +147,16 @@ local function save(key, s, ttl_ms, channel)
     'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
   redis.call('PEXPIRE', key, ttl_ms)
   if channel ~= '' then
-    redis.call('PUBLISH', channel, digits(s.version) .. ' ' .. key)
+    local r = redis.pcall('PUBLISH', channel, digits(s.version) .. ' ' .. key)
+    if type(r) == 'table' and r.err then
+      notice_error = tostring(r.err)
+    end
   end
 end
 
 local function reply(code, s)
   return { code, s.state, s.opened_at, s.version, s.permitted, s.remaining, s.completed,
-    s.failures, s.slows }
+    s.failures, s.slows, notice_error }
 end
 
 local function fresh(state, opened_at, version)
@@ -154,9 +173,17 @@ end
 local function begin(key, wait_us, permitted, ttl_ms, channel)
   local s = load(key)
   if s.state ~= 'open' then return reply(0, s) end
-  local elapsed = now_us() - s.opened_at
-  if elapsed < 0 then elapsed = 0 end
-  if elapsed < tonumber(wait_us) then return reply(0, s) end
+  local now = now_us()
+  -- An OPEN that began in the future (a foreign writer, a clock stepped
+  -- back) would never elapse: clamp it to now, as an applied change.
+  local future = s.opened_at > now
+  if future then s.opened_at = now end
+  if now - s.opened_at < tonumber(wait_us) then
+    if not future then return reply(0, s) end
+    s.version = bump(s.version)
+    save(key, s, ttl_ms, channel)
+    return reply(1, s)
+  end
   local half = fresh('half_open', s.opened_at, bump(s.version))
   half.permitted = tonumber(permitted)
   half.remaining = half.permitted
@@ -223,9 +250,47 @@ save(key, closed, ARGV[2], ARGV[1])
 return reply(1, closed)
 ";
 
+/// `restart_stalled_round`: ARGV = channel, expected version, permitted,
+/// ttl_ms.
+const RESTART: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if tonumber(ARGV[2]) ~= s.version or s.state ~= 'half_open' or s.remaining > 0 then
+  return reply(0, s)
+end
+local round = fresh('half_open', s.opened_at, bump(s.version))
+round.permitted = tonumber(ARGV[3])
+round.remaining = round.permitted
+save(key, round, ARGV[4], ARGV[1])
+return reply(1, round)
+";
+
+/// `restore`: ARGV = channel, expected version, ttl_ms, then the state to
+/// write: state, opened_at_us, version, permitted, remaining, completed,
+/// failures, slows.
+const RESTORE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if tonumber(ARGV[2]) ~= s.version then return reply(0, s) end
+local base = tonumber(ARGV[6])
+if base < s.version then base = s.version end
+local r = fresh(ARGV[4], 0, bump(base))
+if r.state ~= 'closed' then
+  r.opened_at = tonumber(ARGV[5])
+  if r.opened_at > now_us() then r.opened_at = now_us() end
+end
+r.permitted = tonumber(ARGV[7])
+r.remaining = tonumber(ARGV[8])
+r.completed = tonumber(ARGV[9])
+r.failures = tonumber(ARGV[10])
+r.slows = tonumber(ARGV[11])
+save(key, r, ARGV[3], ARGV[1])
+return reply(1, r)
+";
+
 /// `poll`: a whole batched poll. KEYS = the breakers' hashes; ARGV[1] =
 /// channel; then three values per key: wait_us ('' for a read), permitted,
-/// ttl_ms. Replies with one item per key: the nine values of `read` or
+/// ttl_ms. Replies with one item per key: the ten values of `read` or
 /// `begin`, or `{'err', message}` when that key alone failed (a corrupt
 /// hash, `WRONGTYPE`), so one bad key never fails the others.
 const POLL: &str = r"
@@ -256,6 +321,8 @@ struct Scripts {
     lease: Script,
     record: Script,
     close: Script,
+    restart: Script,
+    restore: Script,
     poll: Script,
 }
 
@@ -268,13 +335,16 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         lease: script(LEASE),
         record: script(RECORD),
         close: script(CLOSE),
+        restart: script(RESTART),
+        restore: script(RESTORE),
         poll: script(POLL),
     }
 });
 
-/// The SHA1 digests of the seven scripts, in the order read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close, poll.
-pub(crate) fn digests() -> [&'static str; 7] {
+/// The SHA1 digests of the nine scripts, in the order read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
+/// restart_stalled_round, restore, poll.
+pub(crate) fn digests() -> [&'static str; 9] {
     let s = &*SCRIPTS;
     [
         s.read.get_hash(),
@@ -283,6 +353,8 @@ pub(crate) fn digests() -> [&'static str; 7] {
         s.lease.get_hash(),
         s.record.get_hash(),
         s.close.get_hash(),
+        s.restart.get_hash(),
+        s.restore.get_hash(),
         s.poll.get_hash(),
     ]
 }
@@ -299,6 +371,12 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
 pub(crate) fn wait_us(wait: Duration) -> u64 {
     let us = wait.as_nanos().div_ceil(1_000);
     u64::try_from(us).unwrap_or(u64::MAX).min(MAX_EXACT)
+}
+
+/// A timestamp as whole microseconds since the epoch, at most
+/// [`MAX_EXACT`] (the scripts clamp anything later to the server's now).
+pub(crate) fn opened_at_us(at: Timestamp) -> u64 {
+    (at.as_nanos() / 1_000).min(MAX_EXACT)
 }
 
 fn expected_arg(expected: Option<u64>) -> String {
@@ -329,6 +407,16 @@ pub(crate) enum Op {
         ttl: Duration,
         expected: Option<u64>,
     },
+    Restart {
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    },
+    Restore {
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    },
 }
 
 impl Op {
@@ -341,6 +429,8 @@ impl Op {
             Op::Lease { .. } => "lease_probe",
             Op::Record { .. } => "record_probe",
             Op::Close { .. } => "close",
+            Op::Restart { .. } => "restart_stalled_round",
+            Op::Restore { .. } => "restore",
         }
     }
 
@@ -389,6 +479,37 @@ impl Op {
                     .arg(expected_arg(expected));
                 inv
             }
+            Op::Restart {
+                expected,
+                permitted,
+                ttl,
+            } => {
+                let mut inv = s.restart.key(key);
+                inv.arg(channel)
+                    .arg(expected.min(MAX_VERSION))
+                    .arg(permitted)
+                    .arg(ttl_ms(ttl));
+                inv
+            }
+            Op::Restore {
+                expected,
+                state,
+                ttl,
+            } => {
+                let mut inv = s.restore.key(key);
+                inv.arg(channel)
+                    .arg(expected.min(MAX_VERSION))
+                    .arg(ttl_ms(ttl))
+                    .arg(state.state.as_str())
+                    .arg(opened_at_us(state.opened_at))
+                    .arg(state.version.min(MAX_VERSION))
+                    .arg(state.probes_permitted)
+                    .arg(state.probes_remaining)
+                    .arg(state.probes_completed)
+                    .arg(state.probe_failures)
+                    .arg(state.probe_slows);
+                inv
+            }
         }
     }
 }
@@ -432,13 +553,14 @@ pub(crate) fn poll_op_name(request: &PollRequest<'_>) -> &'static str {
     }
 }
 
+/// The answers of a `poll` reply, and why a begin's change notice could not
+/// be published, if one could not.
+pub(crate) type PollReply = (Vec<Result<SharedState, Error>>, Option<String>);
+
 /// Splits a `poll` reply into one answer per request: a view, or the error
 /// of that request alone. A reply of the wrong shape as a whole (not an
 /// array, or not one item per request) is an error for the whole batch.
-pub(crate) fn parse_poll(
-    requests: &[PollRequest<'_>],
-    value: &Value,
-) -> Result<Vec<Result<SharedState, Error>>, Error> {
+pub(crate) fn parse_poll(requests: &[PollRequest<'_>], value: &Value) -> Result<PollReply, Error> {
     let items = match value {
         Value::Array(items) => items.as_slice(),
         Value::ServerError(e) => return Err(Error::server("poll", e.clone())),
@@ -450,7 +572,8 @@ pub(crate) fn parse_poll(
             format!("{} answers to {} requests", items.len(), requests.len()),
         ));
     }
-    Ok(requests
+    let mut notice = None;
+    let answers = requests
         .iter()
         .zip(items)
         .map(|(request, item)| {
@@ -461,16 +584,23 @@ pub(crate) fn parse_poll(
             {
                 return Err(Error::script_item(op, message));
             }
-            parse(op, item).map(|reply| reply.state)
+            parse(op, item).map(|reply| {
+                notice = notice.take().or(reply.notice_error);
+                reply.state
+            })
         })
-        .collect())
+        .collect();
+    Ok((answers, notice))
 }
 
 /// A parsed script reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reply {
     pub(crate) code: bool,
     pub(crate) state: SharedState,
+    /// Why the write's change notice could not be published, if it could
+    /// not (the write itself was applied).
+    pub(crate) notice_error: Option<String>,
 }
 
 impl Reply {
@@ -532,11 +662,12 @@ pub(crate) fn parse(op: &'static str, value: &Value) -> Result<Reply, Error> {
         completed,
         failures,
         slows,
+        notice,
     ] = items
     else {
         return Err(Error::reply(
             op,
-            format!("{} values instead of 9", items.len()),
+            format!("{} values instead of 10", items.len()),
         ));
     };
     let code = int(op, code, "code", 1)? == 1;
@@ -547,14 +678,25 @@ pub(crate) fn parse(op: &'static str, value: &Value) -> Result<Reply, Error> {
             state: state(op, st)?,
             // At most 2^53 µs, so at most about 9.0e18 ns: fits in a u64.
             opened_at: Timestamp::from_nanos(opened_at_us.saturating_mul(1_000)),
-            version: int(op, version, "version", MAX_EXACT)?,
+            version: int(op, version, "version", MAX_VERSION)?,
             probes_permitted: u32_field(op, permitted, "probes_permitted")?,
             probes_remaining: u32_field(op, remaining, "probes_remaining")?,
             probes_completed: u32_field(op, completed, "probes_completed")?,
             probe_failures: u32_field(op, failures, "probe_failures")?,
             probe_slows: u32_field(op, slows, "probe_slows")?,
         },
+        notice_error: notice_error(op, notice)?,
     })
+}
+
+/// The tenth value: empty when the notice was published (or none was due).
+fn notice_error(op: &'static str, v: &Value) -> Result<Option<String>, Error> {
+    let text = match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return Err(Error::reply(op, "the notice status is not a string")),
+    };
+    Ok((!text.is_empty()).then_some(text))
 }
 
 #[cfg(test)]
@@ -568,6 +710,7 @@ mod tests {
     fn good() -> Vec<Value> {
         let mut v = vec![Value::Int(1), Value::BulkString(b"half_open".to_vec())];
         v.extend([1_700_000_000_000_000, 7, 3, 2, 1, 1, 0].map(Value::Int));
+        v.push(Value::BulkString(Vec::new()));
         v
     }
 
@@ -585,6 +728,11 @@ mod tests {
             ),
             (7, 3, 2)
         );
+        assert_eq!(r.notice_error, None);
+        let mut refused = good();
+        refused[9] = Value::BulkString(b"NOPERM no channel".to_vec());
+        let r = parse("trip_open", &reply(refused)).unwrap();
+        assert_eq!(r.notice_error.as_deref(), Some("NOPERM no channel"));
     }
 
     #[test]
@@ -594,7 +742,7 @@ mod tests {
             Value::Int(3),
             Value::Okay,
             reply(vec![]),
-            reply(good()[..8].to_vec()),
+            reply(good()[..9].to_vec()),
         ];
         let mut push = |i: usize, v: Value| {
             let mut items = good();
@@ -606,6 +754,8 @@ mod tests {
         push(1, Value::Int(0));
         push(2, Value::Int(-1));
         push(3, Value::Int(i64::MAX));
+        push(3, Value::Int(1 << 53)); // above MAX_VERSION: would stop fencing
+        push(9, Value::Int(0));
         push(4, Value::Int(1 << 40));
         push(5, Value::BulkString(b"1".to_vec()));
         push(8, Value::Nil);
@@ -638,7 +788,8 @@ mod tests {
             err(b"interlock: field version is out of range (corrupt or foreign breaker hash)"),
             err(b"WRONGTYPE Operation against a key holding the wrong kind of value"),
         ]);
-        let answers = parse_poll(&reqs, &value).unwrap();
+        let (answers, notice) = parse_poll(&reqs, &value).unwrap();
+        assert_eq!(notice, None);
         assert_eq!(answers[0].as_ref().unwrap().version, 7);
         let corrupt = answers[1].as_ref().unwrap_err();
         assert!(corrupt.is_corrupt());
@@ -662,7 +813,7 @@ mod tests {
             reply(vec![Value::BulkString(b"err".to_vec()), Value::Int(1)]),
             reply(good()),
         ]);
-        let answers = parse_poll(&reqs, &value).unwrap();
+        let (answers, _) = parse_poll(&reqs, &value).unwrap();
         assert!(answers[0].as_ref().unwrap_err().is_corrupt());
         assert!(answers[1].as_ref().unwrap_err().is_corrupt());
         assert!(answers[2].is_ok());
@@ -685,6 +836,6 @@ mod tests {
         let mut d = digests().to_vec();
         d.sort_unstable();
         d.dedup();
-        assert_eq!(d.len(), 7);
+        assert_eq!(d.len(), 9);
     }
 }

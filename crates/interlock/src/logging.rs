@@ -217,7 +217,10 @@ mod tests {
             error: &error,
         }
         .to_string();
-        assert_eq!(text, "orders: storage degraded: read failed: connection refused");
+        assert_eq!(
+            text,
+            "orders: storage degraded: read failed: connection refused"
+        );
     }
 
     #[test]

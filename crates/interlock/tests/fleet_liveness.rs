@@ -244,7 +244,10 @@ fn r15_2a_once_the_round_is_spent_rejections_cost_no_storage_call() {
     // B has not heard that the budget is gone: one refused lease tells it.
     let before = storage.operations();
     let refused = b.breaker.acquire().unwrap_err();
-    assert_eq!((refused.state(), refused.retry_after()), (State::HalfOpen, None));
+    assert_eq!(
+        (refused.state(), refused.retry_after()),
+        (State::HalfOpen, None)
+    );
     assert_eq!((storage.operations() - before).leases, 1);
     // From then on every rejection is local, on both instances.
     let before = storage.operations();
@@ -356,7 +359,12 @@ fn r15_6a_a_lease_answer_overtaken_by_a_newer_view_is_not_adopted() {
     assert_eq!(a.breaker.state(), State::Closed);
     drop(permit);
     assert_eq!(a.events("half_open -> closed"), 1, "{:?}", a.log);
-    assert_eq!(a.events("closed -> half_open"), 1, "no flap back: {:?}", a.log);
+    assert_eq!(
+        a.events("closed -> half_open"),
+        1,
+        "no flap back: {:?}",
+        a.log
+    );
 }
 
 // --- R15.11: a storage that went backwards is repaired ---------------------
@@ -551,7 +559,11 @@ fn r15_12_trips_during_an_outage_become_one_shared_open_after_recovery() {
         i.turn();
         assert!(i.breaker.is_degraded());
     }
-    assert_eq!(shared_or_closed(&storage), before, "nothing reached the storage");
+    assert_eq!(
+        shared_or_closed(&storage),
+        before,
+        "nothing reached the storage"
+    );
     for i in &fleet {
         i.storage.set_down(false);
     }
@@ -586,7 +598,10 @@ fn r15_12_trips_during_an_outage_become_one_shared_open_after_recovery() {
         .flat_map(|i| (0..3).map(|_| i.breaker.acquire()).collect::<Vec<_>>())
         .filter(Result::is_ok)
         .count();
-    assert_eq!(leased, 2, "permitted_calls_in_half_open for the whole fleet");
+    assert_eq!(
+        leased, 2,
+        "permitted_calls_in_half_open for the whole fleet"
+    );
 }
 
 fn shared_or_closed(storage: &MemoryStorage) -> SharedState {
@@ -640,7 +655,11 @@ fn r15_12_a_local_re_open_after_recovery_is_shared_at_once() {
     probe.failure();
     a.lane.run_writes();
     let s = shared(&storage);
-    assert_eq!((s.state, s.version), (State::Open, 1), "the re-open was not shared");
+    assert_eq!(
+        (s.state, s.version),
+        (State::Open, 1),
+        "the re-open was not shared"
+    );
     assert_eq!(a.breaker.shared_view(), Some(s));
 }
 
@@ -739,7 +758,10 @@ fn r17_11_unavailable_notices_are_reported_once_and_writes_still_apply() {
     storage.complain();
     a.turn();
     assert_eq!(shared(&inner).state, State::Open, "the write applied");
-    assert!(!a.breaker.is_degraded(), "a failed notice is not a failed write");
+    assert!(
+        !a.breaker.is_degraded(),
+        "a failed notice is not a failed write"
+    );
     assert!(!a.lane.is_subscribed());
     assert_eq!(
         a.events("storage change notices unavailable, polling only: NOPERM no channel rights"),

@@ -189,7 +189,10 @@ impl Storage for Broken {
         ttl: Duration,
     ) -> Result<SharedState, StorageError> {
         let state = if self.how == Breakage::RestoreWithoutLift {
-            SharedState { version: 0, ..state }
+            SharedState {
+                version: 0,
+                ..state
+            }
         } else {
             state
         };

@@ -13,9 +13,7 @@ use crate::error::CircuitOpenError;
 use crate::event::Event;
 use crate::machine::{Admission, State};
 use crate::policy::HalfOpenPolicy;
-use crate::storage::coordinator::{
-    Backend, DynAsyncStorage, Lane, Write, guarded, guarded_async,
-};
+use crate::storage::coordinator::{Backend, DynAsyncStorage, Lane, Write, guarded, guarded_async};
 use crate::storage::{PollRequest, SharedState, Storage, StorageError, StorageSettings};
 use crate::window::rate;
 
@@ -300,13 +298,9 @@ impl Inner {
             self.config.permitted_calls_in_half_open(),
             lane.settings.state_ttl(),
         );
-        let answer = guarded_async(storage.restart_stalled_round(
-            self.name(),
-            expected,
-            permitted,
-            ttl,
-        ))
-        .await;
+        let answer =
+            guarded_async(storage.restart_stalled_round(self.name(), expected, permitted, ttl))
+                .await;
         self.settle_answer(answer, now, Some(expected));
     }
 

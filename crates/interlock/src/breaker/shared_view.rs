@@ -136,10 +136,7 @@ pub(crate) enum Call {
     /// `record_probe`.
     Record(crate::machine::Outcome),
     /// `restore` over `expected`.
-    Restore {
-        expected: u64,
-        state: SharedState,
-    },
+    Restore { expected: u64, state: SharedState },
 }
 
 impl Inner {
@@ -185,8 +182,7 @@ impl Inner {
                             matches!(p.state, State::Open | State::HalfOpen)
                                 && view.version > p.version
                         });
-                    if newer_close
-                        && matches!(core.machine.state(), State::Open | State::HalfOpen)
+                    if newer_close && matches!(core.machine.state(), State::Open | State::HalfOpen)
                     {
                         reset = core.machine.reset();
                     }
@@ -347,16 +343,34 @@ mod tests {
     fn r15_6a_answers_are_judged_by_version_and_by_what_was_known_when_asked() {
         let cached = Some(view(State::Closed, 5));
         assert_eq!(judge(None, &view(State::Open, 1), None), Judgement::Adopt);
-        assert_eq!(judge(cached, &view(State::Closed, 5), Some(5)), Judgement::Same);
-        assert_eq!(judge(cached, &view(State::Open, 6), Some(5)), Judgement::Adopt);
+        assert_eq!(
+            judge(cached, &view(State::Closed, 5), Some(5)),
+            Judgement::Same
+        );
+        assert_eq!(
+            judge(cached, &view(State::Open, 6), Some(5)),
+            Judgement::Adopt
+        );
         // Sent at v3, overtaken in flight by v5: stale, not a regression.
-        assert_eq!(judge(cached, &view(State::Open, 4), Some(3)), Judgement::Stale);
+        assert_eq!(
+            judge(cached, &view(State::Open, 4), Some(3)),
+            Judgement::Stale
+        );
         assert_eq!(judge(cached, &view(State::Open, 4), None), Judgement::Stale);
         // Sent at v5, answered v1 or absent: the storage went backwards.
-        assert_eq!(judge(cached, &view(State::Open, 1), Some(5)), Judgement::Regressed);
-        assert_eq!(judge(cached, &SharedState::closed(), Some(5)), Judgement::Regressed);
+        assert_eq!(
+            judge(cached, &view(State::Open, 1), Some(5)),
+            Judgement::Regressed
+        );
+        assert_eq!(
+            judge(cached, &SharedState::closed(), Some(5)),
+            Judgement::Regressed
+        );
         // Two different records at one version: the history forked.
-        assert_eq!(judge(cached, &view(State::Open, 5), Some(2)), Judgement::Regressed);
+        assert_eq!(
+            judge(cached, &view(State::Open, 5), Some(2)),
+            Judgement::Regressed
+        );
     }
 
     #[test]
@@ -367,11 +381,17 @@ mod tests {
             ..view(State::HalfOpen, 9)
         };
         let t = repair_target(&half, false);
-        assert_eq!((t.state, t.version, t.opened_at), (State::Open, 9, Timestamp::from_secs(7)));
+        assert_eq!(
+            (t.state, t.version, t.opened_at),
+            (State::Open, 9, Timestamp::from_secs(7))
+        );
         assert_eq!(t.probes_remaining, 0);
         let t = repair_target(&view(State::Closed, 4), true);
         assert_eq!((t.state, t.version), (State::Open, 4));
         assert_eq!(t.opened_at, Timestamp::from_nanos(u64::MAX));
-        assert_eq!(repair_target(&view(State::Closed, 4), false), view(State::Closed, 4));
+        assert_eq!(
+            repair_target(&view(State::Closed, 4), false),
+            view(State::Closed, 4)
+        );
     }
 }

@@ -347,10 +347,7 @@ impl<S: Storage> Subject for Blocking<'_, S> {
         permitted: u32,
         ttl: Duration,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
-        std::future::ready(
-            self.0
-                .restart_stalled_round(name, expected, permitted, ttl),
-        )
+        std::future::ready(self.0.restart_stalled_round(name, expected, permitted, ttl))
     }
     fn restore(
         &self,
@@ -452,8 +449,7 @@ impl<S: AsyncStorage> Subject for NonBlocking<'_, S> {
         permitted: u32,
         ttl: Duration,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
-        self.0
-            .restart_stalled_round(name, expected, permitted, ttl)
+        self.0.restart_stalled_round(name, expected, permitted, ttl)
     }
     fn restore(
         &self,

@@ -1164,15 +1164,24 @@ mod tests {
         );
         // The wait now ends `wait` after the clamp, not 600 s later.
         clock.0.store(409_999_999_999, Ordering::SeqCst);
-        assert_eq!(s.begin_half_open_if_elapsed("db", secs(10), 1, TTL), clamped);
+        assert_eq!(
+            s.begin_half_open_if_elapsed("db", secs(10), 1, TTL),
+            clamped
+        );
         clock.0.store(410_000_000_000, Ordering::SeqCst);
         let half = s.begin_half_open_if_elapsed("db", secs(10), 1, TTL);
-        assert_eq!((half.state, half.version), (State::HalfOpen, open.version + 2));
+        assert_eq!(
+            (half.state, half.version),
+            (State::HalfOpen, open.version + 2)
+        );
         // With no wait at all the clamp and the begin are one write.
         let t = s.trip_open("x", TTL, None);
         clock.0.store(1, Ordering::SeqCst);
         let x = s.begin_half_open_if_elapsed("x", Duration::ZERO, 1, TTL);
-        assert_eq!((x.state, x.version, x.opened_at), (State::HalfOpen, t.version + 1, Timestamp::from_nanos(1)));
+        assert_eq!(
+            (x.state, x.version, x.opened_at),
+            (State::HalfOpen, t.version + 1, Timestamp::from_nanos(1))
+        );
     }
 
     #[test]

@@ -459,9 +459,7 @@ impl<S: AsyncStorage> AsyncStorage for FlakyStorage<S> {
         ttl: Duration,
     ) -> Result<SharedState, StorageError> {
         self.gate(Op::Restore, name)?;
-        self.inner
-            .restore(name, expected_version, state, ttl)
-            .await
+        self.inner.restore(name, expected_version, state, ttl).await
     }
 
     fn settings(&self) -> StorageSettings {

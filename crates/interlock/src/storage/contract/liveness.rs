@@ -31,7 +31,11 @@ pub(in crate::storage::contract) async fn restart_needs_a_stalled_round_at_the_e
     s: &T,
     t: &dyn StorageTime,
 ) {
-    let cx = Cx::new(s, t, "R16.13 restart_needs_a_stalled_round_at_the_expected_version");
+    let cx = Cx::new(
+        s,
+        t,
+        "R16.13 restart_needs_a_stalled_round_at_the_expected_version",
+    );
 
     // Absent: nothing to restart, and no key is created.
     let name = cx.name();
@@ -151,7 +155,8 @@ pub(in crate::storage::contract) async fn restart_and_restore_refresh_ttl_only_w
     cx.pass(6);
     cx.restart(&restarted, spent.version, 1).await;
     cx.restart(&fenced_restart, other.version + 5, 1).await;
-    cx.restore(&restored, a.version, SharedState::closed()).await;
+    cx.restore(&restored, a.version, SharedState::closed())
+        .await;
     cx.restore(&fenced_restore, b.version + 5, SharedState::closed())
         .await;
     cx.pass_beyond(4); // 10 ticks after the first writes, 4 after the others
@@ -195,7 +200,12 @@ pub(in crate::storage::contract) async fn restore_is_fenced_and_lifts_the_versio
 
     // Absent (version 0): fenced on anything else, applied on 0.
     let v = cx.restore(&name, 1, open(7)).await;
-    expect_eq!(cx, v, SharedState::closed(), "restore(expected 1) of an absent key");
+    expect_eq!(
+        cx,
+        v,
+        SharedState::closed(),
+        "restore(expected 1) of an absent key"
+    );
     cx.absent(&name, "after a fenced-out restore of an absent key")
         .await;
     let v = cx.restore(&name, 0, open(7)).await;
@@ -269,7 +279,11 @@ pub(in crate::storage::contract) async fn restore_is_fenced_and_lifts_the_versio
     let lease = cx.lease(&name).await;
     expect_eq!(
         cx,
-        (lease.granted, lease.state.version, lease.state.probes_remaining),
+        (
+            lease.granted,
+            lease.state.version,
+            lease.state.probes_remaining
+        ),
         (true, 11, 0),
         "a lease from the restored round"
     );
@@ -300,7 +314,12 @@ pub(in crate::storage::contract) async fn restore_clamps_opened_at_to_the_storag
             v.opened_at
         );
     }
-    expect_eq!(cx, (v.state, v.version), (State::Open, 5), "the clamped OPEN");
+    expect_eq!(
+        cx,
+        (v.state, v.version),
+        (State::Open, 5),
+        "the clamped OPEN"
+    );
 
     // A past opened_at is kept, and the OPEN wait counts from it.
     let name = cx.name();
@@ -314,7 +333,12 @@ pub(in crate::storage::contract) async fn restore_clamps_opened_at_to_the_storag
             },
         )
         .await;
-    expect_eq!(cx, v.opened_at, before, "restore of an OPEN since a past time");
+    expect_eq!(
+        cx,
+        v.opened_at,
+        before,
+        "restore of an OPEN since a past time"
+    );
     cx.pass(1);
     let begun = cx.begin(&name, cx.ticks(1), 2).await;
     expect_eq!(
