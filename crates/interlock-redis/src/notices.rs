@@ -21,6 +21,11 @@ use crate::key::decode_name;
 /// coordinator still listens.
 const TICK: Duration = Duration::from_millis(250);
 
+/// The least wait before subscribing again after the server refused the
+/// user (ACLs change rarely; a refused user is not retried on the
+/// storage's failure cadence).
+const REFUSED_RETRY: Duration = Duration::from_secs(60);
+
 /// Silence after which a listener pings the server, so a connection that
 /// died without a word (a network partition) is noticed and replaced.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -136,6 +141,11 @@ impl Listener {
                     if !self.refused(&mut told, &reason) {
                         return;
                     }
+                    if !self.wait_blocking(self.backoff(failures).max(REFUSED_RETRY)) {
+                        return;
+                    }
+                    failures = failures.saturating_add(1);
+                    continue;
                 }
             }
             let delay = self.backoff(failures);
@@ -221,8 +231,9 @@ mod task {
     use futures_util::StreamExt;
     use interlock::storage::Notice;
     use interlock::{Clock, MonotonicClock};
+    use std::time::Duration;
 
-    use super::{Ended, KEEPALIVE, Listener, TICK, is_refusal, refusal};
+    use super::{Ended, KEEPALIVE, Listener, REFUSED_RETRY, TICK, is_refusal, refusal};
 
     impl Listener {
         /// Runs the async subscription until the coordinator is gone.
@@ -230,6 +241,7 @@ mod task {
             let mut failures = 0u32;
             let mut told = false;
             loop {
+                let mut least = Duration::ZERO;
                 match self.session_async().await {
                     Ended::SinkGone => return,
                     Ended::Dropped { established } => {
@@ -241,9 +253,10 @@ mod task {
                         if !self.refused(&mut told, &reason) {
                             return;
                         }
+                        least = REFUSED_RETRY;
                     }
                 }
-                let mut left = self.backoff(failures);
+                let mut left = self.backoff(failures).max(least);
                 failures = failures.saturating_add(1);
                 while !left.is_zero() {
                     if !self.sink.is_alive() {
