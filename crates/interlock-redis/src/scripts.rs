@@ -20,8 +20,10 @@
 //! Redis's own `WRONGTYPE`. Nothing is written in either case.
 //!
 //! Every write script takes the notice channel as `ARGV[1]` and, when it
-//! applies a change, publishes `<version> <key>` on it after writing (an
-//! empty channel publishes nothing). The publish is best-effort: it runs
+//! applies a change, publishes `<version> <key>` on it after writing,
+//! followed by a newline and the record (`state opened_at permitted
+//! remaining completed failures slows`), so subscribers adopt it without a
+//! read (an empty channel publishes nothing). The publish is best-effort: it runs
 //! under `redis.pcall`, so a refused `PUBLISH` never turns an applied write
 //! into an error (value 10 says why it failed). The ninth script, `poll`,
 //! answers a whole batched poll: a read or a begin per key, one reply per
@@ -147,7 +149,13 @@ local function save(key, s, ttl_ms, channel)
     'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
   redis.call('PEXPIRE', key, ttl_ms)
   if channel ~= '' then
-    local r = redis.pcall('PUBLISH', channel, digits(s.version) .. ' ' .. key)
+    -- '<version> <key>', then the record after a newline (a key never
+    -- holds a control character): 'state opened_at permitted remaining
+    -- completed failures slows'.
+    local record = s.state .. ' ' .. digits(s.opened_at) .. ' ' .. digits(s.permitted) .. ' '
+      .. digits(s.remaining) .. ' ' .. digits(s.completed) .. ' ' .. digits(s.failures) .. ' '
+      .. digits(s.slows)
+    local r = redis.pcall('PUBLISH', channel, digits(s.version) .. ' ' .. key .. '\n' .. record)
     if type(r) == 'table' and r.err then
       notice_error = tostring(r.err)
     end

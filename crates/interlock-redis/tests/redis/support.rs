@@ -408,6 +408,11 @@ impl Inbox {
                     interlock::storage::Notice::Changed { name, version } => {
                         Seen::Changed(name.to_owned(), version)
                     }
+                    // The record itself: recorded by its version here, its
+                    // contents checked in notices.rs.
+                    interlock::storage::Notice::Written { name, state } => {
+                        Seen::Changed(name.to_owned(), state.version)
+                    }
                     interlock::storage::Notice::Resync => Seen::Resync,
                     _ => return,
                 };

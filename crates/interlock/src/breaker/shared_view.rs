@@ -145,7 +145,7 @@ impl Inner {
     /// OPEN or HALF_OPEN resets a local OPEN or HALF_OPEN machine, silently
     /// (R15.6). An answer that shows the storage went backwards is queued
     /// for repair (R15.11). Nothing is adopted after shutdown (R15.10).
-    pub(super) fn adopt(&self, view: SharedState, issued: Option<u64>) {
+    pub(crate) fn adopt(&self, view: SharedState, issued: Option<u64>) {
         if self.shut_down.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
@@ -206,6 +206,16 @@ impl Inner {
         }
         if follow.reconcile {
             self.enqueue(Write::Reconcile);
+        }
+    }
+
+    /// Adopts a record a storage pushed with its change notice
+    /// ([`Notice::Written`](crate::storage::Notice::Written)): like a
+    /// read's answer, only if newer (R15.6a); never a sign of recovery or
+    /// of regression (nothing was asked).
+    pub(crate) fn adopt_pushed(&self, state: SharedState) {
+        if state.version <= SharedState::MAX_VERSION {
+            self.adopt(state, None);
         }
     }
 

@@ -371,9 +371,24 @@ impl Lane {
 
     /// A notice from the storage: queue a refresh of the breakers it names
     /// (their lane checks the version and reads only if it moved), or a
-    /// poll of all of them. Never touches a breaker's lock: the storage may
-    /// deliver from inside any of its operations.
+    /// poll of all of them. Never touches a breaker's lock for those: the
+    /// storage may deliver them from inside any of its operations. A
+    /// notice that carries the record ([`Notice::Written`]) is adopted here
+    /// and now instead, outside the lane's lock.
     fn on_notice(&self, notice: Notice<'_>) {
+        if let Notice::Written { name, state } = notice {
+            let named: Vec<Arc<Inner>> = self
+                .state()
+                .members
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|b| b.name() == name)
+                .collect();
+            for breaker in named {
+                breaker.adopt_pushed(state);
+            }
+            return;
+        }
         let mut st = self.state();
         match notice {
             Notice::Changed { name, version } => {
@@ -405,6 +420,8 @@ impl Lane {
                 }
                 st.unavailable = Some(reason.to_owned());
             }
+            // Handled above; `Notice` may grow variants this lane ignores.
+            _ => return,
         }
         drop(st);
         self.wake();

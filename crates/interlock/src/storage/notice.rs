@@ -15,6 +15,20 @@ pub enum Notice<'a> {
         /// The version after the write.
         version: u64,
     },
+    /// A write to `name` was applied and left its record as `state` (its
+    /// version included): the coordinator adopts `state` at once, as it
+    /// would a read's answer, with no storage call (a storage whose notices
+    /// carry the whole record sends this rather than
+    /// [`Changed`](Self::Changed)). The adoption runs on the delivering
+    /// thread (it takes the breaker's lock briefly, and its listeners run
+    /// there), so a storage delivers it outside its own operations, as a
+    /// subscriber thread does.
+    Written {
+        /// The breaker's name.
+        name: &'a str,
+        /// The record after the write.
+        state: super::SharedState,
+    },
     /// Notices may have been lost (the subscription was just established or
     /// re-established): the coordinator polls every breaker now.
     Resync,
