@@ -215,7 +215,10 @@ fn listen(url: &str, prefix: &str, noticed: Stamps) -> Result<(), Error> {
         }
         while let Ok(msg) = pubsub.get_message() {
             let payload: String = msg.get_payload().unwrap_or_default();
-            if let Some(name) = payload
+            // `<version> <key>`, then (since issue 21) a newline and the
+            // record.
+            let head = payload.split('\n').next().unwrap_or_default();
+            if let Some(name) = head
                 .split_once(' ')
                 .and_then(|(_, key)| key.strip_prefix(&prefix))
             {
@@ -227,11 +230,15 @@ fn listen(url: &str, prefix: &str, noticed: Stamps) -> Result<(), Error> {
 }
 
 /// A sample: the whole trip-to-rejection latency, and, with notices, its
-/// three parts.
+/// parts.
 #[derive(Clone, Copy, Debug, Default)]
 struct Sample {
     total: Duration,
     to_notice: Option<Duration>,
+    /// From the trip until the follower adopted the OPEN (the coordinator's
+    /// own subscriber may beat the timing one, so this is not the sum of
+    /// the two parts around it).
+    to_adopted: Option<Duration>,
     to_adopt: Option<Duration>,
     to_reject: Option<Duration>,
 }
@@ -344,6 +351,7 @@ fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Samp
             samples.push(Sample {
                 total: span(tripped, rejected).unwrap_or(Duration::ZERO),
                 to_notice: span(tripped, noticed),
+                to_adopted: span(tripped, adopted),
                 to_adopt: span(noticed, adopted),
                 to_reject: span(adopted, rejected),
             });
@@ -361,6 +369,7 @@ fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Samp
 #[derive(Clone, Copy)]
 enum Part {
     Notice,
+    Adopted,
     Adopt,
     Reject,
 }
@@ -369,6 +378,7 @@ impl Part {
     fn of(self, s: &Sample) -> Option<Duration> {
         match self {
             Part::Notice => s.to_notice,
+            Part::Adopted => s.to_adopted,
             Part::Adopt => s.to_adopt,
             Part::Reject => s.to_reject,
         }
@@ -483,7 +493,11 @@ fn main() -> Result<(), Error> {
         if push {
             for (part, pick) in [
                 ("trip -> notice in the follower", Part::Notice),
-                ("notice -> OPEN adopted", Part::Adopt),
+                ("trip -> OPEN adopted", Part::Adopted),
+                (
+                    "notice -> OPEN adopted (when the notice came first)",
+                    Part::Adopt,
+                ),
                 ("adopted -> call rejected", Part::Reject),
             ] {
                 let mut d: Vec<Duration> = samples.iter().filter_map(|s| pick.of(s)).collect();

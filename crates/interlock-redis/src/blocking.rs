@@ -163,7 +163,7 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
     ///
     /// let client = redis::Client::open("redis://127.0.0.1/")?;
     /// let storage = RedisStorage::builder(client.get_connection()?)
-    ///     .key_prefix("checkout:{cb}:")
+    ///     .key_prefix("interlock:{checkout}:")
     ///     .build()?;
     /// # let _ = storage;
     /// # Ok::<(), Box<dyn std::error::Error>>(())

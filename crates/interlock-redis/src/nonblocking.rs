@@ -96,7 +96,7 @@ where
     ///     .set_connection_timeout(Some(Duration::from_millis(250)))
     ///     .set_response_timeout(Some(Duration::from_millis(250)));
     /// let con = client.get_multiplexed_async_connection_with_config(&config).await?;
-    /// let storage = AsyncRedisStorage::builder(con).key_prefix("checkout:{cb}:").build()?;
+    /// let storage = AsyncRedisStorage::builder(con).key_prefix("interlock:{checkout}:").build()?;
     /// # let _ = storage;
     /// # Ok(())
     /// # }

@@ -154,7 +154,9 @@ macro_rules! knobs {
         /// in braces is the Redis Cluster hash tag that puts all breakers
         /// of the storage in one slot; a prefix without braces spreads them
         /// over the cluster instead. Give each service (or environment) its
-        /// own prefix when several share one server.
+        /// own prefix when several share one server, with its own tag
+        /// (`interlock:{checkout}:`): only the braces pick the slot, so
+        /// `checkout:{cb}:` and `search:{cb}:` would share one.
         ///
         /// `build` rejects a prefix whose `{` does not open a non-empty,
         /// closed hash tag (error naming `key_prefix`).
@@ -165,8 +167,8 @@ macro_rules! knobs {
 
         /// Lifetime of a breaker's hash, refreshed by every applied write
         /// (default 300 s; at least 1 ms). Keep it well above
-        /// `wait_duration_in_open`: it also bounds how long a probe slot
-        /// leaked by an interrupted probe stalls HALF_OPEN.
+        /// `wait_duration_in_open`. A key that expires while instances still
+        /// poll it is written back by the first to notice.
         pub fn state_ttl(mut self, ttl: Duration) -> Self {
             self.options.settings = self.options.settings.state_ttl(ttl);
             self

@@ -491,6 +491,30 @@ fn r15_11_a_dump_restored_over_newer_state_rejects_no_healthy_call() {
 }
 
 #[test]
+fn r15_11_a_repair_dropped_while_degraded_is_queued_again_after_recovery() {
+    let (first, clock) = manual();
+    let storage = Restartable::new(first.clone());
+    let a = Instance::new(FlakyStorage::new(storage.clone()), &clock, config());
+    first.close("payments", TTL, None);
+    first.close("payments", TTL, Some(1));
+    a.turn();
+    let dump = MemoryStorage::builder().clock(clock.clone()).build();
+    dump.trip_open("payments", TTL, None);
+    storage.replace(dump.clone());
+    a.lane.poll(); // the regression is seen, its repair queued...
+    a.storage.set_down(true);
+    a.lane.poll(); // ...and the storage fails before it runs
+    a.lane.run_writes(); // dropped while degraded
+    assert_eq!(dump.operations().restores, 0);
+    a.storage.set_down(false);
+    clock.advance(StorageSettings::default().retry_backoff());
+    a.turn();
+    let repaired = shared(&dump);
+    assert_eq!((repaired.state, repaired.version), (State::Closed, 3));
+    assert!(ok(&a.breaker).is_ok());
+}
+
+#[test]
 fn r15_11_an_empty_restart_keeps_the_fleet_open_until_its_wait_ends() {
     let (first, clock) = manual();
     let storage = Restartable::new(first.clone());

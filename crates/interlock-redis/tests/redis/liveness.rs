@@ -358,6 +358,7 @@ fn a_dump_restored_over_newer_state_rejects_no_healthy_call() {
             });
         }
         server.restart_from(&dump);
+        let back = now();
         let restored = admin.read("payments");
         let repaired = eventually(Duration::from_secs(20), || {
             admin.read("payments").is_ok_and(|s| {
@@ -369,8 +370,10 @@ fn a_dump_restored_over_newer_state_rejects_no_healthy_call() {
                         .is_some_and(|v| v.version > newest.version)
             })
         });
+        let took = now().saturating_duration_since(back);
         pause(POLL * 2);
         stop.store(true, Ordering::SeqCst);
+        eprintln!("dump restored over newer state: repaired {took:?} after the restart");
         assert!(
             repaired,
             "restored {restored:?}, now {:?}",

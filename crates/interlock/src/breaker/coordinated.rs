@@ -205,10 +205,13 @@ impl Inner {
         let Backend::Blocking(storage) = &lane.backend else {
             return;
         };
+        // Resolved first even when it is dropped: a dropped repair or
+        // reconciliation must not leave its "queued" mark behind.
+        let call = self.resolve(write);
         if !self.gate_open(now) {
             return; // R17.6: dropped silently while degraded
         }
-        let Some(call) = self.resolve(write) else {
+        let Some(call) = call else {
             return;
         };
         let (name, ttl) = (self.name(), lane.settings.state_ttl());
@@ -238,10 +241,11 @@ impl Inner {
         let Backend::Async(storage) = &lane.backend else {
             return;
         };
+        let call = self.resolve(write);
         if !self.gate_open(now) {
             return;
         }
-        let Some(call) = self.resolve(write) else {
+        let Some(call) = call else {
             return;
         };
         let (name, ttl) = (self.name(), lane.settings.state_ttl());

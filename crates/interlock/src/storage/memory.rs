@@ -256,9 +256,10 @@ struct Inner {
 ///
 /// TTL: every applied write and every idempotent trip refresh the key's
 /// expiry to `ttl` from now; a key whose expiry has come reads as absent.
-/// A fenced-out write, a no-op `begin_half_open_if_elapsed`, a denied lease
-/// and a dropped record leave the expiry alone, so a probe slot leaked by an
-/// interrupted probe is bounded by the TTL of the last applied write.
+/// A fenced-out write, a no-op `begin_half_open_if_elapsed`, a denied lease,
+/// a dropped record and a fenced-out restart or restore leave the expiry
+/// alone. (A probe slot leaked by an interrupted probe no longer waits for
+/// the expiry: a coordinator restarts the stalled round, R16.13.)
 ///
 /// ```
 /// use interlock::storage::MemoryStorage;
