@@ -556,9 +556,13 @@ fn a_stopped_server_is_reported_within_the_timeout_and_plainly() {
     fleet(&server);
     server.signal("STOP");
     let timed = |timeout: &str| {
-        let started = std::time::Instant::now();
+        let clock = interlock::MonotonicClock;
+        let started = interlock::Clock::now(&clock);
         let out = run(cli(&server, &["show", "payments", "--timeout", timeout])).expect_code(1);
-        (started.elapsed(), out)
+        (
+            interlock::Clock::now(&clock).saturating_duration_since(started),
+            out,
+        )
     };
     let (took, out) = timed("3s");
     server.signal("CONT");

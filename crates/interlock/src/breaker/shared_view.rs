@@ -173,10 +173,11 @@ impl Inner {
                 Judgement::Adopt => {
                     let previous = cell.view.replace(view);
                     let live = &mut cell.liveness;
-                    live.full_since = view.no_slot_left().then(|| match live.full_since {
-                        Some((v, since)) if v == view.version => (v, since),
-                        _ => (view.version, now),
-                    });
+                    let since = match live.full_since {
+                        Some((v, since)) if v == view.version => since,
+                        _ => now,
+                    };
+                    live.full_since = view.no_slot_left().then_some((view.version, since));
                     let newer_close = view.state == State::Closed
                         && previous.is_some_and(|p| {
                             matches!(p.state, State::Open | State::HalfOpen)
