@@ -15,8 +15,8 @@ use std::time::Duration;
 use interlock::mode::Blocking;
 use interlock::storage::testing::FlakyStorage;
 use interlock::storage::{
-    Coordinator, MemoryStorage, Notice, NoticeSink, PollAnswers, PollRequest, ProbeLease,
-    SharedState, Storage, StorageError, StorageSettings,
+    Coordinator, MemoryStorage, Notice, NoticeSink, ProbeLease, SharedState, Storage, StorageError,
+    StorageSettings,
 };
 use interlock::{
     CallError, CircuitBreaker, Config, ConfigBuilder, Event, ManualClock, Outcome, SlidingWindow,
@@ -265,134 +265,60 @@ fn r15_2a_once_the_round_is_spent_rejections_cost_no_storage_call() {
     assert!(b.breaker.acquire().unwrap().is_leased());
 }
 
-// --- R15.6a: never adopt an older view --------------------------------------
+// --- A storage to stage faults with --------------------------------------
 
-/// A storage whose lease answer is overtaken in flight: before returning
-/// it, another instance closes the round and this instance's lane polls.
+/// Something to run once, after the next lease, before its answer returns.
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// A `MemoryStorage` that can be replaced (like a Redis server restarted
+/// from a dump, or empty), with faults to stage: a lease answer overtaken
+/// in flight, reads that answer an absurd version, notices said to be
+/// unavailable.
 #[derive(Clone)]
-struct Overtaken {
-    inner: MemoryStorage,
-    lane: Arc<Mutex<Option<Coordinator<Blocking>>>>,
-}
-
-impl Storage for Overtaken {
-    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
-        Storage::read(&self.inner, name)
-    }
-    fn trip_open(
-        &self,
-        n: &str,
-        ttl: Duration,
-        v: Option<u64>,
-    ) -> Result<SharedState, StorageError> {
-        Storage::trip_open(&self.inner, n, ttl, v)
-    }
-    fn begin_half_open_if_elapsed(
-        &self,
-        n: &str,
-        wait: Duration,
-        permitted: u32,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::begin_half_open_if_elapsed(&self.inner, n, wait, permitted, ttl)
-    }
-    fn lease_probe(&self, n: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
-        let answer = Storage::lease_probe(&self.inner, n, ttl)?;
-        let lane = self.lane.lock().unwrap().take();
-        if let Some(lane) = lane {
-            self.inner.close(n, ttl, None);
-            lane.poll();
-        }
-        Ok(answer)
-    }
-    fn record_probe(
-        &self,
-        n: &str,
-        o: Outcome,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::record_probe(&self.inner, n, o, ttl)
-    }
-    fn close(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
-        Storage::close(&self.inner, n, ttl, v)
-    }
-    fn restart_stalled_round(
-        &self,
-        n: &str,
-        v: u64,
-        permitted: u32,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::restart_stalled_round(&self.inner, n, v, permitted, ttl)
-    }
-    fn restore(
-        &self,
-        n: &str,
-        v: u64,
-        state: SharedState,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::restore(&self.inner, n, v, state, ttl)
-    }
-}
-
-#[test]
-fn r15_6a_a_lease_answer_overtaken_by_a_newer_view_is_not_adopted() {
-    let (inner, clock) = manual();
-    let storage = Overtaken {
-        inner: inner.clone(),
-        lane: Arc::default(),
-    };
-    let a = Instance::new(storage.clone(), &clock, config());
-    inner.trip_open("payments", TTL, None);
-    inner.begin_half_open_if_elapsed("payments", Duration::ZERO, 2, TTL);
-    a.turn();
-    assert_eq!(a.breaker.state(), State::HalfOpen);
-    *storage.lane.lock().unwrap() = Some(a.lane.clone());
-    let permit = a.breaker.acquire().unwrap(); // granted at v3, answered after v4 was adopted
-    let view = a.breaker.shared_view().unwrap();
-    assert_eq!(
-        (view.state, view.version),
-        (State::Closed, 4),
-        "the older lease answer replaced the newer CLOSED"
-    );
-    assert_eq!(a.breaker.state(), State::Closed);
-    drop(permit);
-    assert_eq!(a.events("half_open -> closed"), 1, "{:?}", a.log);
-    assert_eq!(
-        a.events("closed -> half_open"),
-        1,
-        "no flap back: {:?}",
-        a.log
-    );
-}
-
-// --- R15.11: a storage that went backwards is repaired ---------------------
-
-/// A storage whose contents can be replaced, like a Redis server restarted
-/// from a dump (or empty).
-#[derive(Clone)]
-struct Restartable {
+struct Staged {
     current: Arc<Mutex<MemoryStorage>>,
+    after_lease: Arc<Mutex<Option<Hook>>>,
+    /// Reads answer this version instead of the stored one.
+    read_version: Option<u64>,
+    /// The sinks `subscribe` was given (it cannot push).
+    sinks: Arc<Mutex<Vec<NoticeSink>>>,
+    /// Every trip says notices are unavailable.
+    complain_on_trip: bool,
 }
 
-impl Restartable {
+impl Staged {
     fn new(storage: MemoryStorage) -> Self {
-        Restartable {
+        Staged {
             current: Arc::new(Mutex::new(storage)),
+            after_lease: Arc::default(),
+            read_version: None,
+            sinks: Arc::default(),
+            complain_on_trip: false,
         }
     }
     fn now(&self) -> MemoryStorage {
         self.current.lock().unwrap().clone()
     }
+    /// The storage restarts with `with` as its contents.
     fn replace(&self, with: MemoryStorage) {
         *self.current.lock().unwrap() = with;
     }
+    fn complain(&self) {
+        for sink in self.sinks.lock().unwrap().iter() {
+            sink.deliver(Notice::Unavailable {
+                reason: "NOPERM no channel rights",
+            });
+        }
+    }
 }
 
-impl Storage for Restartable {
+impl Storage for Staged {
     fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
-        Storage::read(&self.now(), name)
+        let read = Storage::read(&self.now(), name)?;
+        Ok(match self.read_version {
+            Some(version) => read.map(|s| SharedState { version, ..s }),
+            None => read,
+        })
     }
     fn trip_open(
         &self,
@@ -400,7 +326,11 @@ impl Storage for Restartable {
         ttl: Duration,
         v: Option<u64>,
     ) -> Result<SharedState, StorageError> {
-        Storage::trip_open(&self.now(), n, ttl, v)
+        let answer = Storage::trip_open(&self.now(), n, ttl, v);
+        if self.complain_on_trip {
+            self.complain();
+        }
+        answer
     }
     fn begin_half_open_if_elapsed(
         &self,
@@ -412,7 +342,12 @@ impl Storage for Restartable {
         Storage::begin_half_open_if_elapsed(&self.now(), n, wait, permitted, ttl)
     }
     fn lease_probe(&self, n: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
-        Storage::lease_probe(&self.now(), n, ttl)
+        let answer = Storage::lease_probe(&self.now(), n, ttl)?;
+        let hook = self.after_lease.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        Ok(answer)
     }
     fn record_probe(
         &self,
@@ -443,10 +378,49 @@ impl Storage for Restartable {
     ) -> Result<SharedState, StorageError> {
         Storage::restore(&self.now(), n, v, state, ttl)
     }
-    fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
-        Storage::poll_many(&self.now(), requests)
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        self.sinks.lock().unwrap().push(sink);
+        false // cannot push
     }
 }
+
+// --- R15.6a: never adopt an older view --------------------------------------
+
+#[test]
+fn r15_6a_a_lease_answer_overtaken_by_a_newer_view_is_not_adopted() {
+    let (inner, clock) = manual();
+    let storage = Staged::new(inner.clone());
+    let a = Instance::new(storage.clone(), &clock, config());
+    inner.trip_open("payments", TTL, None);
+    inner.begin_half_open_if_elapsed("payments", Duration::ZERO, 2, TTL);
+    a.turn();
+    assert_eq!(a.breaker.state(), State::HalfOpen);
+    // Before the lease's answer returns, another instance closes the round
+    // and this instance's lane polls: the answer arrives overtaken.
+    let (other, lane) = (inner.clone(), a.lane.clone());
+    *storage.after_lease.lock().unwrap() = Some(Box::new(move || {
+        other.close("payments", TTL, None);
+        lane.poll();
+    }));
+    let permit = a.breaker.acquire().unwrap(); // granted at v3, answered after v4 was adopted
+    let view = a.breaker.shared_view().unwrap();
+    assert_eq!(
+        (view.state, view.version),
+        (State::Closed, 4),
+        "the older lease answer replaced the newer CLOSED"
+    );
+    assert_eq!(a.breaker.state(), State::Closed);
+    drop(permit);
+    assert_eq!(a.events("half_open -> closed"), 1, "{:?}", a.log);
+    assert_eq!(
+        a.events("closed -> half_open"),
+        1,
+        "no flap back: {:?}",
+        a.log
+    );
+}
+
+// --- R15.11: a storage that went backwards is repaired ---------------------
 
 #[test]
 fn r15_11_a_dump_restored_over_newer_state_rejects_no_healthy_call() {
@@ -454,7 +428,7 @@ fn r15_11_a_dump_restored_over_newer_state_rejects_no_healthy_call() {
     // The dump: the breaker OPEN at v1.
     let dump = MemoryStorage::builder().clock(clock.clone()).build();
     dump.trip_open("payments", TTL, None);
-    let storage = Restartable::new(first.clone());
+    let storage = Staged::new(first.clone());
     let (a, b) = (
         Instance::new(storage.clone(), &clock, config()),
         Instance::new(storage.clone(), &clock, config()),
@@ -493,7 +467,7 @@ fn r15_11_a_dump_restored_over_newer_state_rejects_no_healthy_call() {
 #[test]
 fn r15_11_a_repair_dropped_while_degraded_is_queued_again_after_recovery() {
     let (first, clock) = manual();
-    let storage = Restartable::new(first.clone());
+    let storage = Staged::new(first.clone());
     let a = Instance::new(FlakyStorage::new(storage.clone()), &clock, config());
     first.close("payments", TTL, None);
     first.close("payments", TTL, Some(1));
@@ -517,7 +491,7 @@ fn r15_11_a_repair_dropped_while_degraded_is_queued_again_after_recovery() {
 #[test]
 fn r15_11_an_empty_restart_keeps_the_fleet_open_until_its_wait_ends() {
     let (first, clock) = manual();
-    let storage = Restartable::new(first.clone());
+    let storage = Staged::new(first.clone());
     let a = Instance::new(storage.clone(), &clock, config());
     first.trip_open("payments", TTL, None);
     a.turn();
@@ -689,91 +663,12 @@ fn r15_12_a_local_re_open_after_recovery_is_shared_at_once() {
 
 // --- R17.11: notices unavailable, said once --------------------------------
 
-/// A storage that pushes nothing but says its notices are unavailable,
-/// twice, from inside its writes.
-#[derive(Clone)]
-struct Refused {
-    inner: MemoryStorage,
-    sinks: Arc<Mutex<Vec<NoticeSink>>>,
-}
-
-impl Refused {
-    fn complain(&self) {
-        for sink in self.sinks.lock().unwrap().iter() {
-            sink.deliver(Notice::Unavailable {
-                reason: "NOPERM no channel rights",
-            });
-        }
-    }
-}
-
-impl Storage for Refused {
-    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
-        Storage::read(&self.inner, name)
-    }
-    fn trip_open(
-        &self,
-        n: &str,
-        ttl: Duration,
-        v: Option<u64>,
-    ) -> Result<SharedState, StorageError> {
-        let answer = Storage::trip_open(&self.inner, n, ttl, v);
-        self.complain();
-        answer
-    }
-    fn begin_half_open_if_elapsed(
-        &self,
-        n: &str,
-        wait: Duration,
-        permitted: u32,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::begin_half_open_if_elapsed(&self.inner, n, wait, permitted, ttl)
-    }
-    fn lease_probe(&self, n: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
-        Storage::lease_probe(&self.inner, n, ttl)
-    }
-    fn record_probe(
-        &self,
-        n: &str,
-        o: Outcome,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::record_probe(&self.inner, n, o, ttl)
-    }
-    fn close(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
-        Storage::close(&self.inner, n, ttl, v)
-    }
-    fn restart_stalled_round(
-        &self,
-        n: &str,
-        v: u64,
-        permitted: u32,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::restart_stalled_round(&self.inner, n, v, permitted, ttl)
-    }
-    fn restore(
-        &self,
-        n: &str,
-        v: u64,
-        state: SharedState,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::restore(&self.inner, n, v, state, ttl)
-    }
-    fn subscribe(&self, sink: NoticeSink) -> bool {
-        self.sinks.lock().unwrap().push(sink);
-        false // cannot push
-    }
-}
-
 #[test]
 fn r17_11_unavailable_notices_are_reported_once_and_writes_still_apply() {
     let (inner, clock) = manual();
-    let storage = Refused {
-        inner: inner.clone(),
-        sinks: Arc::default(),
+    let storage = Staged {
+        complain_on_trip: true,
+        ..Staged::new(inner.clone())
     };
     let a = Instance::new(storage.clone(), &clock, config());
     a.turn();
@@ -798,73 +693,15 @@ fn r17_11_unavailable_notices_are_reported_once_and_writes_still_apply() {
 
 // --- R16.7: absurd versions degrade -----------------------------------------
 
-/// A storage whose reads answer a version no storage can reach.
-#[derive(Clone)]
-struct Absurd(MemoryStorage);
-
-impl Storage for Absurd {
-    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
-        Ok(Storage::read(&self.0, name)?.map(|s| SharedState {
-            version: (1 << 53) - 1,
-            ..s
-        }))
-    }
-    fn trip_open(
-        &self,
-        n: &str,
-        ttl: Duration,
-        v: Option<u64>,
-    ) -> Result<SharedState, StorageError> {
-        Storage::trip_open(&self.0, n, ttl, v)
-    }
-    fn begin_half_open_if_elapsed(
-        &self,
-        n: &str,
-        wait: Duration,
-        permitted: u32,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::begin_half_open_if_elapsed(&self.0, n, wait, permitted, ttl)
-    }
-    fn lease_probe(&self, n: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
-        Storage::lease_probe(&self.0, n, ttl)
-    }
-    fn record_probe(
-        &self,
-        n: &str,
-        o: Outcome,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::record_probe(&self.0, n, o, ttl)
-    }
-    fn close(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
-        Storage::close(&self.0, n, ttl, v)
-    }
-    fn restart_stalled_round(
-        &self,
-        n: &str,
-        v: u64,
-        permitted: u32,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::restart_stalled_round(&self.0, n, v, permitted, ttl)
-    }
-    fn restore(
-        &self,
-        n: &str,
-        v: u64,
-        state: SharedState,
-        ttl: Duration,
-    ) -> Result<SharedState, StorageError> {
-        Storage::restore(&self.0, n, v, state, ttl)
-    }
-}
-
 #[test]
 fn r16_7_a_view_with_an_absurd_version_is_refused_as_corrupt() {
     let (inner, clock) = manual();
     inner.trip_open("payments", TTL, None);
-    let a = Instance::new(Absurd(inner), &clock, config());
+    let absurd = Staged {
+        read_version: Some((1 << 53) - 1),
+        ..Staged::new(inner)
+    };
+    let a = Instance::new(absurd, &clock, config());
     a.turn();
     assert!(a.breaker.is_degraded());
     assert_eq!(a.breaker.shared_view(), None, "nothing adopted");
