@@ -204,6 +204,7 @@ mod blocking;
 mod error;
 pub mod inspect;
 mod key;
+mod lua;
 #[cfg(feature = "tokio")]
 mod nonblocking;
 mod notices;

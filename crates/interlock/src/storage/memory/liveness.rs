@@ -120,3 +120,63 @@ pub(super) fn restored(state: SharedState, expected_version: u64, now: Timestamp
         ..state
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::clock::Clock;
+
+    const TTL: Duration = Duration::from_secs(100);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// A clock that can be stepped back, like a server's after an NTP step.
+    #[derive(Debug, Default)]
+    struct Stepped(std::sync::atomic::AtomicU64);
+
+    impl Clock for Stepped {
+        fn now(&self) -> Timestamp {
+            Timestamp::from_nanos(self.0.load(Ordering::SeqCst))
+        }
+    }
+
+    #[test]
+    fn r16_3a_an_open_that_began_in_the_future_is_clamped_by_the_next_begin() {
+        let clock = Arc::new(Stepped::default());
+        clock.0.store(1_000_000_000_000, Ordering::SeqCst);
+        let s = MemoryStorage::builder().clock(clock.clone()).build();
+        let open = s.trip_open("db", TTL, None);
+        clock.0.store(400_000_000_000, Ordering::SeqCst); // stepped back 600 s
+        let clamped = s.begin_half_open_if_elapsed("db", secs(10), 1, TTL);
+        assert_eq!(
+            (clamped.state, clamped.version, clamped.opened_at),
+            (State::Open, open.version + 1, Timestamp::from_secs(400)),
+            "clamped to the storage's now, as an applied write"
+        );
+        // The wait now ends `wait` after the clamp, not 600 s later.
+        clock.0.store(409_999_999_999, Ordering::SeqCst);
+        assert_eq!(
+            s.begin_half_open_if_elapsed("db", secs(10), 1, TTL),
+            clamped
+        );
+        clock.0.store(410_000_000_000, Ordering::SeqCst);
+        let half = s.begin_half_open_if_elapsed("db", secs(10), 1, TTL);
+        assert_eq!(
+            (half.state, half.version),
+            (State::HalfOpen, open.version + 2)
+        );
+        // With no wait at all the clamp and the begin are one write.
+        let t = s.trip_open("x", TTL, None);
+        clock.0.store(1, Ordering::SeqCst);
+        let x = s.begin_half_open_if_elapsed("x", Duration::ZERO, 1, TTL);
+        assert_eq!(
+            (x.state, x.version, x.opened_at),
+            (State::HalfOpen, t.version + 1, Timestamp::from_nanos(1))
+        );
+    }
+}
