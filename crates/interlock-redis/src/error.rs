@@ -175,11 +175,15 @@ impl Error {
     /// refusal, ...), as opposed to not answering.
     ///
     /// ```
-    /// # fn check(e: &interlock_redis::Error) {
-    /// if e.server_code() == Some("WRONGTYPE") {
-    ///     eprintln!("the key holds something other than a breaker's hash");
+    /// fn explain(e: &interlock_redis::Error) -> &'static str {
+    ///     match e.server_code() {
+    ///         Some("WRONGTYPE") => "the key holds something other than a breaker's hash",
+    ///         Some("NOPERM") => "the user may not do this (ACLs)",
+    ///         Some(_) => "Redis refused the operation",
+    ///         None => "Redis did not answer, or the data was refused",
+    ///     }
     /// }
-    /// # }
+    /// # let _ = explain;
     /// ```
     #[must_use]
     pub fn server_code(&self) -> Option<&str> {
