@@ -95,6 +95,17 @@ pub enum Event<'a> {
         /// The breaker's name.
         breaker: &'a str,
     },
+    /// The storage cannot send or receive change notices (its server
+    /// refuses `PUBLISH` or `SUBSCRIBE` to this user, say): writes still
+    /// apply, and the breaker learns of other instances' changes by polling
+    /// alone. Emitted once per coordinator, to each of its breakers.
+    #[non_exhaustive]
+    StorageNoticesUnavailable {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// What the storage reported.
+        reason: &'a str,
+    },
     /// A retry strategy will try again after `delay`.
     #[non_exhaustive]
     RetryScheduled {
@@ -177,7 +188,8 @@ impl<'a> Event<'a> {
             | Event::Reset { breaker }
             | Event::StorageDegraded { breaker, .. }
             | Event::StorageRecovered { breaker }
-            | Event::StorageWriteDropped { breaker } => breaker,
+            | Event::StorageWriteDropped { breaker }
+            | Event::StorageNoticesUnavailable { breaker, .. } => breaker,
             Event::RetryScheduled { name, .. }
             | Event::BulkheadRejected { name }
             | Event::FallbackUsed { name, .. }
@@ -201,6 +213,7 @@ impl<'a> Event<'a> {
             Event::StorageDegraded { .. } => "storage_degraded",
             Event::StorageRecovered { .. } => "storage_recovered",
             Event::StorageWriteDropped { .. } => "storage_write_dropped",
+            Event::StorageNoticesUnavailable { .. } => "storage_notices_unavailable",
             Event::RetryScheduled { .. } => "retry_scheduled",
             Event::BulkheadRejected { .. } => "bulkhead_rejected",
             Event::FallbackUsed { .. } => "fallback_used",
@@ -341,11 +354,17 @@ impl fmt::Display for Event<'_> {
             }
             Event::Reset { breaker } => write!(f, "{breaker}: reset"),
             Event::StorageDegraded { breaker, error } => {
-                write!(f, "{breaker}: storage degraded: {error}")
+                write!(f, "{breaker}: storage degraded: {}", Chain(*error))
             }
             Event::StorageRecovered { breaker } => write!(f, "{breaker}: storage recovered"),
             Event::StorageWriteDropped { breaker } => {
                 write!(f, "{breaker}: storage write dropped, queue full")
+            }
+            Event::StorageNoticesUnavailable { breaker, reason } => {
+                write!(
+                    f,
+                    "{breaker}: storage change notices unavailable, polling only: {reason}"
+                )
             }
             Event::RetryScheduled {
                 name,
@@ -390,6 +409,28 @@ impl fmt::Display for Event<'_> {
             }
             Event::OutcomeInjected { name } => write!(f, "{name}: outcome injected"),
         }
+    }
+}
+
+/// An error and its sources, joined by `: ` (a source whose text the
+/// previous part already ends with is not repeated), so an event's text
+/// names the cause, not only the operation that failed.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut last = self.0.to_string();
+        f.write_str(&last)?;
+        let mut next = self.0.source();
+        while let Some(source) = next {
+            let part = source.to_string();
+            if !part.is_empty() && !last.ends_with(&part) {
+                write!(f, ": {part}")?;
+            }
+            last = part;
+            next = source.source();
+        }
+        Ok(())
     }
 }
 

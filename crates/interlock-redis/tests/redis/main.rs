@@ -20,6 +20,7 @@ mod contract;
 mod faults;
 mod fleet;
 mod hostile;
+mod liveness;
 mod notices;
 mod push;
 

@@ -5,6 +5,7 @@
 mod builder;
 mod coordinated;
 mod permit;
+mod shared_view;
 pub(crate) mod timer;
 
 use std::cell::RefCell;
@@ -101,6 +102,9 @@ pub(crate) struct SharedCell {
     /// Consecutive storage failures of this outage (`k` of R17.7).
     pub(crate) failures: u32,
     pub(crate) retry_at: Timestamp,
+    /// The liveness bookkeeping of issue 21 (stall rule, reconciliation,
+    /// repair), kept in `shared_view.rs`.
+    pub(crate) liveness: shared_view::Liveness,
 }
 
 impl Core {
@@ -683,6 +687,9 @@ impl Inner {
             self.emit(&Event::state_changed(self.name(), from, to));
         }
         if let Some(t) = effects.local {
+            if t.to == State::Open && self.lane.is_some() {
+                self.local_opened(t.from); // issue 21: reconciliation
+            }
             if t.from == State::Closed && t.to == State::Open {
                 self.enqueue(Write::Trip);
             }

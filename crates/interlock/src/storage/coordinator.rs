@@ -109,6 +109,20 @@ pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
         ttl: Duration,
         expected: Option<u64>,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
+    fn restart_stalled_round<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
+    fn restore<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
     fn poll_one<'a>(
         &'a self,
         request: &'a PollRequest<'a>,
@@ -152,6 +166,26 @@ impl<S: AsyncStorage> DynAsyncStorage for S {
     ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
         Box::pin(AsyncStorage::close(self, name, ttl, expected))
     }
+    fn restart_stalled_round<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
+        Box::pin(AsyncStorage::restart_stalled_round(
+            self, name, expected, permitted, ttl,
+        ))
+    }
+    fn restore<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
+        Box::pin(AsyncStorage::restore(self, name, expected, state, ttl))
+    }
     fn poll_one<'a>(
         &'a self,
         request: &'a PollRequest<'a>,
@@ -183,6 +217,12 @@ pub(crate) enum Write {
     Trip,
     /// A leased probe settled.
     Probe(Outcome),
+    /// Share a local OPEN the fleet missed, fenced by the CLOSED view it
+    /// answers (R15.12).
+    Reconcile,
+    /// Write back the newest state known over a storage whose history went
+    /// backwards (R15.11).
+    Repair,
 }
 
 pub(crate) enum Item {
@@ -228,11 +268,19 @@ struct LaneState {
     refresh: Vec<(Weak<Inner>, u64)>,
     /// A notice said others may have been lost: poll everything.
     poll_all: bool,
+    /// The storage said its notices are unavailable: the reason, until the
+    /// lane has reported it (R17.11).
+    unavailable: Option<String>,
+    /// Whether that has been reported (once per lane).
+    unavailable_reported: bool,
 }
 
 impl LaneState {
     fn has_work(&self) -> bool {
-        !self.queue.is_empty() || !self.refresh.is_empty() || self.poll_all
+        !self.queue.is_empty()
+            || !self.refresh.is_empty()
+            || self.poll_all
+            || self.unavailable.is_some()
     }
 }
 
@@ -355,9 +403,24 @@ impl Lane {
 
     /// A notice from the storage: queue a refresh of the breakers it names
     /// (their lane checks the version and reads only if it moved), or a
-    /// poll of all of them. Never touches a breaker's lock: the storage may
-    /// deliver from inside any of its operations.
+    /// poll of all of them. Never touches a breaker's lock for those: the
+    /// storage may deliver them from inside any of its operations. A
+    /// notice that carries the record ([`Notice::Written`]) is adopted here
+    /// and now instead, outside the lane's lock.
     fn on_notice(&self, notice: Notice<'_>) {
+        if let Notice::Written { name, state } = notice {
+            let named: Vec<Arc<Inner>> = self
+                .state()
+                .members
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|b| b.name() == name)
+                .collect();
+            for breaker in named {
+                breaker.adopt_pushed(state);
+            }
+            return;
+        }
         let mut st = self.state();
         match notice {
             Notice::Changed { name, version } => {
@@ -383,9 +446,32 @@ impl Lane {
                 }
             }
             Notice::Resync => st.poll_all = true,
+            Notice::Unavailable { reason } => {
+                if st.unavailable_reported || st.unavailable.is_some() {
+                    return;
+                }
+                st.unavailable = Some(reason.to_owned());
+            }
+            // Handled above; `Notice` may grow variants this lane ignores.
+            _ => return,
         }
         drop(st);
         self.wake();
+    }
+
+    /// Says once, on the lane, that change notices are unavailable
+    /// (R17.11): an event to every breaker, and a log line.
+    fn report_unavailable(&self) {
+        let mut st = self.state();
+        let Some(reason) = st.unavailable.take() else {
+            return;
+        };
+        st.unavailable_reported = true;
+        drop(st);
+        log_notices_unavailable(&reason);
+        for breaker in self.members() {
+            breaker.notices_unavailable(&reason);
+        }
     }
 
     fn wake(&self) {
@@ -539,6 +625,7 @@ impl Lane {
 
     /// Runs what notices asked for, on a blocking lane.
     pub(crate) fn run_refreshes_blocking(&self) {
+        self.report_unavailable();
         match self.take_refreshes() {
             None => self.poll_blocking(),
             Some(breakers) => {
@@ -551,6 +638,7 @@ impl Lane {
 
     /// Runs what notices asked for, on an async lane.
     pub(crate) async fn run_refreshes_async(&self) {
+        self.report_unavailable();
         match self.take_refreshes() {
             None => self.poll_async().await,
             Some(breakers) => {
@@ -600,18 +688,21 @@ impl Lane {
         let Backend::Blocking(storage) = &self.backend else {
             return;
         };
-        if !self.settings.batched_polling() {
-            for breaker in members {
+        if self.settings.batched_polling() {
+            let batch = Batch::plan(&members, &self.settings);
+            if !batch.requests.is_empty() {
+                let answers = guarded(|| storage.poll_many(&batch.requests));
+                batch.settle(answers);
+            }
+        } else {
+            for breaker in &members {
                 breaker.poll_blocking(self);
             }
-            return;
         }
-        let batch = Batch::plan(&members, &self.settings);
-        if batch.requests.is_empty() {
-            return;
+        // R17.10: a shared round whose probes never report is restarted.
+        for breaker in &members {
+            breaker.restart_if_stalled_blocking(self);
         }
-        let answers = guarded(|| storage.poll_many(&batch.requests));
-        batch.settle(answers);
     }
 
     /// The async mirror of [`poll_blocking`](Self::poll_blocking).
@@ -620,24 +711,27 @@ impl Lane {
         let Backend::Async(storage) = &self.backend else {
             return;
         };
-        if !self.settings.batched_polling() {
-            for breaker in members {
+        if self.settings.batched_polling() {
+            let batch = Batch::plan(&members, &self.settings);
+            if !batch.requests.is_empty() {
+                let answers = guarded_async(storage.poll_many(&batch.requests)).await;
+                batch.settle(answers);
+            }
+        } else {
+            for breaker in &members {
                 breaker.poll_async(self).await;
             }
-            return;
         }
-        let batch = Batch::plan(&members, &self.settings);
-        if batch.requests.is_empty() {
-            return;
+        for breaker in &members {
+            breaker.restart_if_stalled_async(self).await;
         }
-        let answers = guarded_async(storage.poll_many(&batch.requests)).await;
-        batch.settle(answers);
     }
 }
 
 /// One batched poll: the breakers asked about, when, and what.
 struct Batch<'a> {
-    asked: Vec<(&'a Inner, Timestamp)>,
+    /// Each breaker asked, when, and its cached version then.
+    asked: Vec<(&'a Inner, Timestamp, Option<u64>)>,
     requests: Vec<PollRequest<'a>>,
 }
 
@@ -650,7 +744,7 @@ impl<'a> Batch<'a> {
         for breaker in members {
             let now = breaker.now();
             if let Some(request) = breaker.poll_request(now, settings) {
-                batch.asked.push((breaker, now));
+                batch.asked.push((breaker, now, breaker.shared_version()));
                 batch.requests.push(request);
             }
         }
@@ -672,12 +766,12 @@ impl<'a> Batch<'a> {
         });
         match answers {
             Ok(answers) => {
-                for ((breaker, now), answer) in self.asked.into_iter().zip(answers) {
-                    breaker.settle_answer(answer, now);
+                for ((breaker, now, issued), answer) in self.asked.into_iter().zip(answers) {
+                    breaker.settle_answer(answer, now, issued);
                 }
             }
             Err(error) => {
-                for (breaker, now) in self.asked {
+                for (breaker, now, _) in self.asked {
                     breaker.storage_failed(now, &*error);
                 }
             }
@@ -720,6 +814,23 @@ impl Future for AckFuture {
             std::task::Poll::Pending
         }
     }
+}
+
+/// The log line of R17.11, once per coordinator: through `tracing` when
+/// the feature is on, else on standard error.
+#[cold]
+fn log_notices_unavailable(reason: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "interlock",
+        reason,
+        "storage change notices unavailable; the coordinator relies on polling alone"
+    );
+    #[cfg(not(feature = "tracing"))]
+    eprintln!(
+        "interlock: storage change notices unavailable ({reason}); the coordinator relies on \
+         polling alone"
+    );
 }
 
 fn real_now() -> Instant {
