@@ -76,7 +76,7 @@ fn r13_1_every_event_names_its_source_and_kind() {
         (
             Event::retry_scheduled("r", 2, Duration::from_millis(250)),
             "retry_scheduled",
-            "r: retry attempt 2 in 0.250s",
+            "r: attempt 2 failed, retrying in 0.250s",
         ),
         (
             Event::bulkhead_rejected("r"),
