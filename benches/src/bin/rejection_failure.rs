@@ -110,10 +110,11 @@ fn main() {
         }
     }
     let mut other = worker.join().expect("the worker thread panicked");
+    println!("{ROUNDS} rounds of {SLICE} iterations (a rejection and its last_failure()); medians");
     println!(
-        "{ROUNDS} rounds of {SLICE} iterations (a rejection and its last_failure()); medians"
+        "one thread:                     {:7.1} ns",
+        median(&mut one)
     );
-    println!("one thread:                     {:7.1} ns", median(&mut one));
     println!(
         "two threads, different breakers: {:7.1} ns (main) {:7.1} ns (second)",
         median(&mut two),

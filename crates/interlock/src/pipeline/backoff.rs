@@ -162,7 +162,9 @@ impl<I> Jitter<I> {
 /// `state` (shared draws step it atomically).
 pub(crate) fn unit(state: &AtomicU64) -> f64 {
     const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut z = state.fetch_add(GOLDEN, Ordering::Relaxed).wrapping_add(GOLDEN);
+    let mut z = state
+        .fetch_add(GOLDEN, Ordering::Relaxed)
+        .wrapping_add(GOLDEN);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;

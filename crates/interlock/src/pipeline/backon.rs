@@ -119,8 +119,10 @@ fn probe_wait<E: Failure<K>, K>(
     rng: &AtomicU64,
 ) -> Option<Duration> {
     let delay = backoff?;
-    Some(match rejection(error).and_then(CircuitOpenError::retry_after) {
-        Some(wait) => wait.saturating_add(jitter(rng, max_jitter)),
-        None => delay,
-    })
+    Some(
+        match rejection(error).and_then(CircuitOpenError::retry_after) {
+            Some(wait) => wait.saturating_add(jitter(rng, max_jitter)),
+            None => delay,
+        },
+    )
 }

@@ -371,10 +371,7 @@ impl<S> Pipeline<S> {
     /// assert_eq!(rows, 3);
     /// # Ok::<(), interlock::PipelineError<std::io::Error>>(())
     /// ```
-    pub fn call_async<T, E, F, Fut, K, R>(
-        &self,
-        f: F,
-    ) -> impl Future<Output = Result<T, R>> + Send
+    pub fn call_async<T, E, F, Fut, K, R>(&self, f: F) -> impl Future<Output = Result<T, R>> + Send
     where
         S: Strategy<T, E, K>,
         F: Fn() -> Fut + Send + Sync,

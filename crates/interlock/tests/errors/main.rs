@@ -2,7 +2,12 @@
 //! through every entry point, rejections found wherever they travel, no
 //! retry into an open circuit, waits that spread, `Timeout::builder`, and
 //! the last failure a rejection carries (R11.3).
-#![cfg(all(feature = "tokio", feature = "tower", feature = "backon", feature = "http"))]
+#![cfg(all(
+    feature = "tokio",
+    feature = "tower",
+    feature = "backon",
+    feature = "http"
+))]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::error::Error;
@@ -39,10 +44,12 @@ fn breaker(name: &str, clock: &ManualClock) -> CircuitBreaker {
 /// Forgives `NotFound` io errors wherever they hide (a classifier over `dyn Error`).
 fn forgiving(name: &str) -> CircuitBreaker {
     CircuitBreaker::builder(name)
-        .classifier(|e: &(dyn Error + 'static)| match e.downcast_ref::<std::io::Error>() {
-            Some(io) if io.kind() == std::io::ErrorKind::NotFound => Verdict::Success,
-            _ => Verdict::Failure,
-        })
+        .classifier(
+            |e: &(dyn Error + 'static)| match e.downcast_ref::<std::io::Error>() {
+                Some(io) if io.kind() == std::io::ErrorKind::NotFound => Verdict::Success,
+                _ => Verdict::Failure,
+            },
+        )
         .build()
         .unwrap()
 }
@@ -91,7 +98,12 @@ fn call_with_anyhow_returns_anyhow_counts_failures_and_keeps_the_message() {
     assert_eq!(last.type_name(), "anyhow::Error");
     // The rejection, as an anyhow::Error: downcast and chain both find it.
     let err = anyhow_fetch(&b, false).unwrap_err();
-    assert_eq!(err.downcast_ref::<CircuitOpenError>().unwrap().breaker_name(), "anyhow");
+    assert_eq!(
+        err.downcast_ref::<CircuitOpenError>()
+            .unwrap()
+            .breaker_name(),
+        "anyhow"
+    );
     assert!(find_rejection(err.as_ref()).is_some());
 }
 
@@ -127,13 +139,22 @@ fn eyre_and_boxed_errors_come_back_as_themselves_with_the_rejection_inside() {
         Ok(())
     }
     let clock = ManualClock::new();
-    let (e, x, l) = (breaker("e", &clock), breaker("x", &clock), breaker("l", &clock));
+    let (e, x, l) = (
+        breaker("e", &clock),
+        breaker("x", &clock),
+        breaker("l", &clock),
+    );
     assert_eq!(eyre_call(&e).unwrap_err().to_string(), "eyre boom");
     assert_eq!(boxed_call(&x).unwrap_err().to_string(), "boxed boom");
     assert_eq!(local_call(&l).unwrap_err().to_string(), "local boom");
     assert_eq!(x.last_failure().unwrap().message(), "boxed boom");
     // Each is open now: the rejection comes back inside the handle.
-    assert!(eyre_call(&e).unwrap_err().downcast_ref::<CircuitOpenError>().is_some());
+    assert!(
+        eyre_call(&e)
+            .unwrap_err()
+            .downcast_ref::<CircuitOpenError>()
+            .is_some()
+    );
     assert!(boxed_call(&x).unwrap_err().is::<CircuitOpenError>());
     assert!(local_call(&l).unwrap_err().is::<CircuitOpenError>());
 }
@@ -142,16 +163,23 @@ fn eyre_and_boxed_errors_come_back_as_themselves_with_the_rejection_inside() {
 fn call_async_and_permit_finish_take_the_same_error_types() {
     let b = forgiving("async");
     block_on(async {
-        let r = b.call_async(|| async { Err::<(), anyhow::Error>(not_found().into()) }).await;
+        let r = b
+            .call_async(|| async { Err::<(), anyhow::Error>(not_found().into()) })
+            .await;
         assert!(r.unwrap_err().downcast_ref::<std::io::Error>().is_some());
-        let r: Result<(), eyre::Report> =
-            b.call_async(|| async { Err(eyre::eyre!("down")) }).await;
+        let r: Result<(), eyre::Report> = b.call_async(|| async { Err(eyre::eyre!("down")) }).await;
         assert_eq!(r.unwrap_err().to_string(), "down");
-        let r = b.call_async(|| async { Err::<(), BoxError>("down".into()) }).await;
+        let r = b
+            .call_async(|| async { Err::<(), BoxError>("down".into()) })
+            .await;
         assert!(r.is_err());
     });
-    b.acquire().unwrap().finish(&Err::<(), anyhow::Error>(anyhow::anyhow!("finished")));
-    b.acquire().unwrap().finish(&Err::<(), BoxError>(not_found().into()));
+    b.acquire()
+        .unwrap()
+        .finish(&Err::<(), anyhow::Error>(anyhow::anyhow!("finished")));
+    b.acquire()
+        .unwrap()
+        .finish(&Err::<(), BoxError>(not_found().into()));
     let s = b.snapshot();
     assert_eq!((s.total_calls, s.failed_calls), (5, 3));
     assert_eq!(b.last_failure().unwrap().message(), "finished");
@@ -188,7 +216,12 @@ fn a_pipeline_takes_anyhow_and_gives_anyhow_back() {
     let clock = ManualClock::new();
     let b = breaker("pipe", &clock);
     let pipeline = Pipeline::builder()
-        .retry(Retry::builder(3).sleeper(ManualSleeper::new(clock.clone())).build().unwrap())
+        .retry(
+            Retry::builder(3)
+                .sleeper(ManualSleeper::new(clock.clone()))
+                .build()
+                .unwrap(),
+        )
         .circuit_breaker(b.clone())
         .timeout(Timeout::new(Duration::from_secs(5)).sleeper(ManualSleeper::new(clock.clone())))
         .build();
@@ -228,8 +261,10 @@ fn the_tower_layer_takes_boxed_anyhow_and_eyre_service_errors() {
             }
         },
     ));
-    let mut eyre_svc = interlock::tower::CircuitBreakerLayer::new(b.clone())
-        .layer(service_fn(|()| async { Err::<(), eyre::Report>(eyre::eyre!("eyre down")) }));
+    let mut eyre_svc =
+        interlock::tower::CircuitBreakerLayer::new(b.clone()).layer(service_fn(|()| async {
+            Err::<(), eyre::Report>(eyre::eyre!("eyre down"))
+        }));
     block_on(async {
         let err = svc.ready().await.unwrap().call(0).await.unwrap_err();
         assert!(err.downcast_ref::<std::io::Error>().is_some());
@@ -265,7 +300,9 @@ fn the_keyed_http_layer_takes_boxed_and_anyhow_errors() {
     }));
     block_on(async {
         for path in ["/bug", "/down"] {
-            let request = http::Request::get(format!("http://api.internal{path}")).body(()).unwrap();
+            let request = http::Request::get(format!("http://api.internal{path}"))
+                .body(())
+                .unwrap();
             let _ = client.ready().await.unwrap().call(request).await;
         }
     });
@@ -295,11 +332,20 @@ fn call_error_and_pipeline_error_expose_the_rejection_as_their_source() {
     let err = b.call(|| Ok::<_, std::io::Error>(())).unwrap_err();
     assert_eq!(err.to_string(), "call not permitted");
     let source = err.source().unwrap();
-    assert_eq!(source.downcast_ref::<CircuitOpenError>().unwrap().breaker_name(), "orders");
+    assert_eq!(
+        source
+            .downcast_ref::<CircuitOpenError>()
+            .unwrap()
+            .breaker_name(),
+        "orders"
+    );
     // After `?` into anyhow: chain() and the helper find it.
     let any: anyhow::Error = err.into();
     assert!(any.chain().any(|e| e.is::<CircuitOpenError>()));
-    assert_eq!(format!("{any:#}"), "call not permitted: circuit 'orders' is open");
+    assert_eq!(
+        format!("{any:#}"),
+        "call not permitted: circuit 'orders' is open"
+    );
     assert!(find_rejection(any.as_ref()).is_some());
 
     let pipeline = Pipeline::builder().circuit_breaker(b.clone()).build();
@@ -310,7 +356,9 @@ fn call_error_and_pipeline_error_expose_the_rejection_as_their_source() {
     assert_eq!(find_rejection(&*boxed).unwrap().breaker_name(), "orders");
     // The call's own error stays transparent.
     let b = CircuitBreaker::new("transparent");
-    let err = b.call(|| Err::<(), _>(Wrapper("inner".into()))).unwrap_err();
+    let err = b
+        .call(|| Err::<(), _>(Wrapper("inner".into())))
+        .unwrap_err();
     assert_eq!(err.to_string(), "loading the report");
     assert_eq!(err.source().unwrap().to_string(), "inner");
 }
@@ -340,7 +388,12 @@ where
 {
     let clock = ManualClock::new();
     let pipeline = Pipeline::builder()
-        .retry(Retry::builder(5).sleeper(ManualSleeper::new(clock)).build().unwrap())
+        .retry(
+            Retry::builder(5)
+                .sleeper(ManualSleeper::new(clock))
+                .build()
+                .unwrap(),
+        )
         .build();
     let calls = counter();
     let seen = calls.clone();
@@ -357,7 +410,10 @@ fn unless_open_never_retries_a_rejection_carried_by_the_calls_own_error() {
     open.force_open();
     let b = open.clone();
     // A breaker called inside the closure.
-    assert_eq!(attempts_of(move || b.call(|| Ok::<_, std::io::Error>(()))), 1);
+    assert_eq!(
+        attempts_of(move || b.call(|| Ok::<_, std::io::Error>(()))),
+        1
+    );
     let b = open.clone();
     // Its rejection after `?` into anyhow, into a boxed error, inside a wrapper.
     assert_eq!(
@@ -378,7 +434,10 @@ fn unless_open_never_retries_a_rejection_carried_by_the_calls_own_error() {
         1
     );
     // Other errors are still retried.
-    assert_eq!(attempts_of(|| Err::<(), _>(std::io::Error::other("flaky"))), 5);
+    assert_eq!(
+        attempts_of(|| Err::<(), _>(std::io::Error::other("flaky"))),
+        5
+    );
     assert_eq!(attempts_of(|| Err::<(), _>(anyhow::anyhow!("flaky"))), 5);
 }
 
@@ -464,7 +523,10 @@ fn wait_for_probe_adds_bounded_jitter_deterministic_under_a_seed() {
     assert_eq!(waits.len(), 5);
     let (lo, hi) = (Duration::from_secs(10), Duration::from_millis(10_100));
     assert!(waits.iter().all(|w| (lo..=hi).contains(w)), "{waits:?}");
-    assert!(waits.windows(2).any(|w| w[0] != w[1]), "the waits spread: {waits:?}");
+    assert!(
+        waits.windows(2).any(|w| w[0] != w[1]),
+        "the waits spread: {waits:?}"
+    );
     assert_eq!(waits, waits_for_probe(42, Duration::from_millis(100)));
     assert_ne!(waits, waits_for_probe(43, Duration::from_millis(100)));
     assert_eq!(waits_for_probe(42, Duration::ZERO), [lo; 5]);
@@ -497,7 +559,10 @@ fn retry_scheduled_reports_the_attempt_that_failed() {
 fn timeout_builder_refuses_zero_like_the_other_builders() {
     let err = Timeout::builder(Duration::ZERO).build().unwrap_err();
     assert_eq!(err.field(), "timeout");
-    assert_eq!(err.to_string(), "invalid timeout: must be greater than zero, got 0s");
+    assert_eq!(
+        err.to_string(),
+        "invalid timeout: must be greater than zero, got 0s"
+    );
     let clock = ManualClock::new();
     let timeout = Timeout::builder(Duration::from_secs(2))
         .sleeper(ManualSleeper::new(clock))
@@ -530,5 +595,8 @@ fn r11_3_a_rejection_carries_the_failure_known_when_it_was_made() {
     assert_eq!(first.clone().last_failure().unwrap().message(), "timeout");
     assert!(b.last_failure().is_none());
     b.force_open();
-    assert!(b.acquire().unwrap_err().last_failure().is_none(), "none when rejected");
+    assert!(
+        b.acquire().unwrap_err().last_failure().is_none(),
+        "none when rejected"
+    );
 }
