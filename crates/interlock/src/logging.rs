@@ -14,7 +14,7 @@ use crate::event::{Event, EventListener};
 /// | [`StorageDegraded`](Event::StorageDegraded) | WARN | `storage degraded` | `breaker`, `error` |
 /// | [`StorageRecovered`](Event::StorageRecovered) | INFO | `storage recovered` | `breaker` |
 /// | [`StorageWriteDropped`](Event::StorageWriteDropped) | WARN | `storage write dropped` | `breaker` |
-/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt`, `delay_s` |
+/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt` (the one that failed), `delay_s` |
 /// | [`BulkheadRejected`](Event::BulkheadRejected) | WARN | `bulkhead rejected` | `name` |
 /// | [`FallbackUsed`](Event::FallbackUsed) | WARN | `fallback used` | `name`, `error` |
 ///

@@ -100,8 +100,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 ///
 /// `T` and `E` are the call's value and error types; a layer that does not
 /// care implements the trait for every `T` and `E`. `K` is the error's kind
-/// ([`Concrete`](crate::failure::Concrete) by default; see
-/// [`Failure`](crate::Failure)): implement the trait for every `K` too, as
+/// ([`Concrete`] by default; see [`Failure`]): implement the trait for every `K` too, as
 /// below, so the layer also serves pipelines whose calls fail with
 /// `anyhow::Error` or a boxed error.
 ///

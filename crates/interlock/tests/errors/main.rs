@@ -422,7 +422,9 @@ fn unless_open_never_retries_a_rejection_carried_by_the_calls_own_error() {
     );
     let b = open.clone();
     assert_eq!(
-        attempts_of(move || -> Result<(), BoxError> { Ok(b.call(|| Ok::<_, BoxError>(()))?) }),
+        attempts_of(move || -> Result<(), BoxError> {
+            Ok(b.call(|| Ok::<_, std::io::Error>(()))?)
+        }),
         1
     );
     let b = open.clone();
@@ -569,7 +571,7 @@ fn timeout_builder_refuses_zero_like_the_other_builders() {
         .build()
         .unwrap();
     let pipeline = Pipeline::builder().timeout(timeout).build();
-    let r = block_on(pipeline.call_async(|| std::future::pending::<Result<(), std::io::Error>>()));
+    let r = block_on(pipeline.call_async(std::future::pending::<Result<(), std::io::Error>>));
     assert!(matches!(r, Err(PipelineError::Timeout(t)) if t.duration() == Duration::from_secs(2)));
 }
 
