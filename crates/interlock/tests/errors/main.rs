@@ -261,6 +261,10 @@ fn the_tower_layer_takes_boxed_anyhow_and_eyre_service_errors() {
             }
         },
     ));
+    let mut anyhow_svc =
+        interlock::tower::CircuitBreakerLayer::new(b.clone()).layer(service_fn(|()| async {
+            Err::<(), anyhow::Error>(anyhow::anyhow!("anyhow down"))
+        }));
     let mut eyre_svc =
         interlock::tower::CircuitBreakerLayer::new(b.clone()).layer(service_fn(|()| async {
             Err::<(), eyre::Report>(eyre::eyre!("eyre down"))
@@ -269,10 +273,18 @@ fn the_tower_layer_takes_boxed_anyhow_and_eyre_service_errors() {
         let err = svc.ready().await.unwrap().call(0).await.unwrap_err();
         assert!(err.downcast_ref::<std::io::Error>().is_some());
         let _ = svc.ready().await.unwrap().call(1).await;
+        let err = anyhow_svc
+            .ready()
+            .await
+            .unwrap()
+            .call(())
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "anyhow down");
         let _ = eyre_svc.ready().await.unwrap().call(()).await;
     });
     let s = b.snapshot();
-    assert_eq!((s.total_calls, s.failed_calls), (3, 2));
+    assert_eq!((s.total_calls, s.failed_calls), (4, 3));
     assert_eq!(b.last_failure().unwrap().message(), "eyre down");
 }
 
