@@ -111,7 +111,9 @@ pub enum Event<'a> {
     RetryScheduled {
         /// The strategy's name.
         name: &'a str,
-        /// The attempt about to be made (the first retry is attempt 2).
+        /// The attempt that just failed (the first call is attempt 1, so
+        /// the first retry reports 1), as the original's `on_retry` does;
+        /// the next attempt is `attempt + 1`.
         attempt: u32,
         /// How long it waits first.
         delay: Duration,
@@ -373,7 +375,7 @@ impl fmt::Display for Event<'_> {
             } => {
                 write!(
                     f,
-                    "{name}: retry attempt {attempt} in {:.3}s",
+                    "{name}: attempt {attempt} failed, retrying in {:.3}s",
                     delay.as_secs_f64()
                 )
             }

@@ -97,6 +97,7 @@ mod clock;
 mod config;
 mod error;
 mod event;
+pub mod failure;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -123,6 +124,7 @@ pub use clock::{
 pub use config::{Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, SlidingWindow};
 pub use error::{CallError, CircuitOpenError, ConfigError, LastFailure};
 pub use event::{Event, EventListener, FanOut};
+pub use failure::{Failure, find_rejection, register_opener};
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub use logging::LoggingEventListener;

@@ -15,7 +15,7 @@ use crate::event::{Event, EventListener};
 /// | [`StorageRecovered`](Event::StorageRecovered) | INFO | `storage recovered` | `breaker` |
 /// | [`StorageWriteDropped`](Event::StorageWriteDropped) | WARN | `storage write dropped` | `breaker` |
 /// | [`StorageNoticesUnavailable`](Event::StorageNoticesUnavailable) | WARN | `storage notices unavailable` | `breaker`, `reason` |
-/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt`, `delay_s` |
+/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt` (the one that failed), `delay_s` |
 /// | [`BulkheadRejected`](Event::BulkheadRejected) | WARN | `bulkhead rejected` | `name` |
 /// | [`FallbackUsed`](Event::FallbackUsed) | WARN | `fallback used` | `name`, `error` |
 /// | [`HedgeStarted`](Event::HedgeStarted) | INFO | `hedge started` | `name`, `attempt`, `delay_s` |

@@ -25,6 +25,7 @@ use crate::clock::{ClockHandle, Timestamp, duration_to_nanos};
 use crate::config::Config;
 use crate::error::{CallError, CircuitOpenError, LastFailure, NO_ESTIMATE, estimate_nanos};
 use crate::event::{Event, EventListener, emit};
+use crate::failure::{CallErrorOf, Failure, find_rejection};
 use crate::identity::Identity;
 use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
@@ -298,6 +299,21 @@ impl Guard<'_> {
     fn settle(self, verdict: Verdict, error: Option<&dyn fmt::Display>, type_name: &'static str) {
         let this = std::mem::ManuallyDrop::new(self);
         this.inner.settle(this.ticket, verdict, error, type_name);
+    }
+
+    /// Settles a default-classified call; an error that carries another
+    /// breaker's rejection is ignored (the guard is dropped: nothing is
+    /// recorded, a probe slot goes back).
+    #[inline]
+    fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
+        match result {
+            Ok(_) => self.settle(Verdict::Success, None, ""),
+            Err(e) => {
+                if let Some(verdict) = self.inner.classify_error(e.as_error()) {
+                    self.settle(verdict, Some(e), std::any::type_name::<E>());
+                }
+            }
+        }
     }
 }
 
@@ -638,15 +654,9 @@ impl Inner {
         thread_local! {
             static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
         }
-        let store = |message: &str| {
-            self.identity.with_last_failure(|slot| {
-                // Keep the existing record when the same error repeats: no
-                // allocation per failure during an outage.
-                if !slot.as_ref().is_some_and(|f| f.same_as(type_name, message)) {
-                    *slot = Some(LastFailure::new(type_name, message.to_owned()));
-                }
-            });
-        };
+        // The same error repeating keeps its record: no allocation per
+        // failure during an outage.
+        let store = |message: &str| self.identity.record_failure(type_name, message);
         let reused = SCRATCH.with(|scratch| {
             let Ok(mut buf) = scratch.try_borrow_mut() else {
                 return false;
@@ -753,11 +763,19 @@ impl Inner {
         }
     }
 
-    fn classify_error(&self, err: &(dyn Error + 'static)) -> Verdict {
-        match &self.classifier {
+    /// The verdict on a call that failed with `err`, through the breaker's
+    /// classifier; `None` (ignore the call) if `err` carries a circuit-open
+    /// rejection: another breaker refused the call, which says nothing about
+    /// this breaker's dependency.
+    #[cold]
+    fn classify_error(&self, err: &(dyn Error + 'static)) -> Option<Verdict> {
+        if find_rejection(err).is_some() {
+            return None;
+        }
+        Some(match &self.classifier {
             Some(c) => c.classify(err),
             None => Verdict::Failure,
-        }
+        })
     }
 
     fn apply(&self, op: impl FnOnce(&mut Machine) -> Option<Transition>) {
@@ -991,7 +1009,7 @@ impl<M: Mode> CircuitBreaker<M> {
     /// to the storage (R15.8).
     pub fn reset(&self) {
         self.inner.apply(Machine::reset);
-        self.inner.identity.set_last_failure(None);
+        self.inner.identity.clear_last_failure();
         self.inner.emit(&Event::Reset {
             breaker: self.name(),
         });
@@ -1068,10 +1086,11 @@ impl<M: SyncApi> CircuitBreaker<M> {
     /// assert_eq!(stock, 42);
     /// ```
     #[inline]
-    pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
+    pub fn call<T, E, F, K, R>(&self, f: F) -> Result<T, R>
     where
         F: FnOnce() -> Result<T, E>,
-        E: Error + 'static,
+        E: Failure<K, CallError = R>,
+        R: CallErrorOf<E>,
     {
         let guard = Guard {
             inner: &self.inner,
@@ -1080,18 +1099,19 @@ impl<M: SyncApi> CircuitBreaker<M> {
                 // Built straight into the returned error, not copied from an
                 // intermediate `Result`.
                 Door::Reject(state, nanos) => {
-                    return Err(CallError::Rejected(self.inner.reject_nanos(state, nanos)));
+                    return Err(E::call_error(CallError::Rejected(
+                        self.inner.reject_nanos(state, nanos),
+                    )));
                 }
-                Door::Decide => self.inner.admit_slow_blocking()?,
+                Door::Decide => match self.inner.admit_slow_blocking() {
+                    Ok(ticket) => ticket,
+                    Err(open) => return Err(E::call_error(CallError::Rejected(open))),
+                },
             },
         };
         let result = f();
-        let verdict = match &result {
-            Ok(_) => Verdict::Success,
-            Err(e) => self.inner.classify_error(e),
-        };
-        guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
-        result.map_err(CallError::Inner)
+        guard.settle_result(&result);
+        result.map_err(|e| E::call_error(CallError::Inner(e)))
     }
 
     /// Like [`call`](Self::call), with this call's own classification over
@@ -1210,23 +1230,23 @@ impl<M: AsyncApi> CircuitBreaker<M> {
     /// let picks = block_on(breaker.call_async(|| async { Ok::<_, std::io::Error>(vec!["a", "b"]) }));
     /// assert_eq!(picks.unwrap(), ["a", "b"]);
     /// ```
-    pub async fn call_async<T, E, F, Fut>(&self, f: F) -> Result<T, CallError<E>>
+    pub async fn call_async<T, E, F, Fut, K, R>(&self, f: F) -> Result<T, R>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        E: Error + 'static,
+        E: Failure<K, CallError = R>,
+        R: CallErrorOf<E>,
     {
         let guard = Guard {
             inner: &self.inner,
-            ticket: self.inner.admit_async().await?,
+            ticket: match self.inner.admit_async().await {
+                Ok(ticket) => ticket,
+                Err(open) => return Err(E::call_error(CallError::Rejected(open))),
+            },
         };
         let result = f().await;
-        let verdict = match &result {
-            Ok(_) => Verdict::Success,
-            Err(e) => self.inner.classify_error(e),
-        };
-        guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
-        result.map_err(CallError::Inner)
+        guard.settle_result(&result);
+        result.map_err(|e| E::call_error(CallError::Inner(e)))
     }
 
     /// [`call_async`](Self::call_async) with this call's own classification.
