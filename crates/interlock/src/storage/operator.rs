@@ -76,7 +76,7 @@ impl Coordinator<Blocking> {
     /// // Fenced: a second operator who was also shown v0 writes nothing.
     /// let stale = coordinator.close_shared("payments", 0)?;
     /// assert_eq!((stale.state, stale.version), (State::Open, 1));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok::<(), interlock::storage::StorageError>(())
     /// ```
     ///
     /// # Errors
