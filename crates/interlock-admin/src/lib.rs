@@ -66,6 +66,9 @@ mod admin;
 mod auth;
 mod error;
 mod feed;
+mod fleet;
+mod row;
+mod tracks;
 mod view;
 
 pub use admin::{Admin, AdminBuilder};
