@@ -218,6 +218,7 @@
       if (col.num) td.className = 'num';
       if (col.fleet) td.classList.add('fleet-col');
       cells[col.key] = td;
+      tr.append(td);
     }
     const open = el('button', 'open', name);
     open.type = 'button';
