@@ -54,54 +54,7 @@
     return node;
   }
 
-  // ---- formatting ---------------------------------------------------------
-
-  const fmt = {
-    pct(x) {
-      if (typeof x !== 'number' || !isFinite(x)) return '–';
-      const p = x * 100;
-      return (p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0)) + '%';
-    },
-    secs(s) {
-      if (typeof s !== 'number' || !isFinite(s)) return '–';
-      if (s < 1) return Math.round(s * 1000) + ' ms';
-      if (s < 60) return (Math.round(s * 10) / 10) + ' s';
-      const m = Math.floor(s / 60);
-      const r = Math.round(s - m * 60);
-      return m + ' min' + (r ? ' ' + r + ' s' : '');
-    },
-    // A duration in ms, to the precision an operator needs.
-    ago(ms) {
-      const s = Math.max(0, Math.floor(ms / 1000));
-      if (s < 60) return s + ' s';
-      const m = Math.floor(s / 60);
-      if (m < 60) return m + ' min' + (m < 10 && s % 60 ? ' ' + (s % 60) + ' s' : '');
-      const h = Math.floor(m / 60);
-      if (h < 48) return h + ' h' + (m % 60 ? ' ' + (m % 60) + ' min' : '');
-      return Math.floor(h / 24) + ' d';
-    },
-    clockTime(t) {
-      const when = new Date(Date.now() - (serverNow() - t));
-      return when.toLocaleTimeString([], { hour12: false });
-    },
-    // The storage's clock: Unix time for Redis, an arbitrary origin otherwise.
-    storageTime(ms) {
-      if (!ms) return '–';
-      if (ms > 946684800000) return new Date(ms).toLocaleTimeString([], { hour12: false });
-      return 't = ' + fmt.secs(ms / 1000) + ' (storage clock)';
-    },
-    stateLabel(state) {
-      return STATES[state] || String(state).toUpperCase();
-    },
-    badge(state) {
-      const b = el('span', 'badge', fmt.stateLabel(state));
-      b.dataset.state = state;
-      return b;
-    },
-    actionLabel(action) {
-      return ACTION_LABELS[action] || String(action);
-    },
-  };
+  const fmt = window.InterlockCard.format(serverNow, STATES, ACTION_LABELS);
 
   // ---- what the page knows ----------------------------------------------
 
@@ -270,7 +223,7 @@
   function tickRow(entry) {
     const { rec, cells } = entry;
     const now = serverNow();
-    setText(cells.state_since, fmt.ago(now - rec.state_since));
+    setText(cells.state_since, fmt.ago(now - rec.state_since) + ' ago');
     cells.state_since.title = 'since ' + fmt.clockTime(rec.state_since);
     setText(cells.retry_at, rec.retry_at === null ? '–' : fmt.secs(Math.max(0, rec.retry_at - now) / 1000));
   }

@@ -1,6 +1,7 @@
 // The interlock dashboard: one breaker's card (state, rates, timeline,
-// config, last failure, operator buttons), opened on demand. Loaded before
-// app.js, which drives it. No framework, no build step.
+// config, last failure, operator buttons), opened on demand, and the
+// formatting the page shares. Loaded before app.js, which drives it. No
+// framework, no build step.
 //
 // Every piece of data (breaker names above all) reaches the DOM through
 // textContent, dataset or setAttribute, never through an HTML parser.
@@ -40,6 +41,58 @@ window.InterlockCard = (() => {
     const node = document.createElementNS(SVG_NS, tag);
     for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
     return node;
+  }
+
+  // Formatting shared by the table and the cards; times are ms of the
+  // server's clock, `serverNow` its reading now.
+  function format(serverNow, STATES, ACTION_LABELS) {
+    const fmt = {
+      pct(x) {
+        if (typeof x !== 'number' || !isFinite(x)) return '–';
+        const p = x * 100;
+        return (p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0)) + '%';
+      },
+      secs(s) {
+        if (typeof s !== 'number' || !isFinite(s)) return '–';
+        if (s < 1) return Math.round(s * 1000) + ' ms';
+        if (s < 60) return (Math.round(s * 10) / 10) + ' s';
+        const m = Math.floor(s / 60);
+        const r = Math.round(s - m * 60);
+        return m + ' min' + (r ? ' ' + r + ' s' : '');
+      },
+      // A duration in ms, to the precision an operator needs.
+      ago(ms) {
+        const s = Math.max(0, Math.floor(ms / 1000));
+        if (s < 60) return s + ' s';
+        const m = Math.floor(s / 60);
+        if (m < 60) return m + ' min' + (m < 10 && s % 60 ? ' ' + (s % 60) + ' s' : '');
+        const h = Math.floor(m / 60);
+        if (h < 48) return h + ' h' + (m % 60 ? ' ' + (m % 60) + ' min' : '');
+        return Math.floor(h / 24) + ' d';
+      },
+      clockTime(t) {
+        const when = new Date(Date.now() - (serverNow() - t));
+        return when.toLocaleTimeString([], { hour12: false });
+      },
+      // The storage's clock: Unix time for Redis, an arbitrary origin otherwise.
+      storageTime(ms) {
+        if (!ms) return '–';
+        if (ms > 946684800000) return new Date(ms).toLocaleTimeString([], { hour12: false });
+        return 't = ' + fmt.secs(ms / 1000) + ' (storage clock)';
+      },
+      stateLabel(state) {
+        return STATES[state] || String(state).toUpperCase();
+      },
+      badge(state) {
+        const b = el('span', 'badge', fmt.stateLabel(state));
+        b.dataset.state = state;
+        return b;
+      },
+      actionLabel(action) {
+        return ACTION_LABELS[action] || String(action);
+      },
+    };
+    return fmt;
   }
 
   function stat(list, label) {
@@ -348,7 +401,7 @@ window.InterlockCard = (() => {
         const cx = x(start);
         nodes.push(svg('rect', { class: 'before', x: 0, y: PAD_TOP, width: cx, height: bottom - PAD_TOP }));
         nodes.push(svg('line', { class: 'created', x1: cx, x2: cx, y1: PAD_TOP - 2, y2: bottom }));
-        const label = svg('text', { class: 'tick', x: Math.min(cx + 3, width - 40), y: bottom - 3 });
+        const label = svg('text', { class: 'tick', x: Math.max(2, cx - 3), y: top + 10, 'text-anchor': 'end' });
         label.textContent = 'created';
         nodes.push(label);
       }
@@ -448,5 +501,5 @@ window.InterlockCard = (() => {
     return card;
   }
 
-  return { create };
+  return { create, format };
 })();

@@ -287,6 +287,10 @@ impl FeedInner {
     }
 
     /// Forgets a breaker the registry removed, and tells every dashboard.
+    #[allow(
+        dead_code,
+        reason = "for `Event::BreakerRemoved`, once the registry can forget breakers"
+    )]
     pub(crate) fn forget(&self, breaker: &str) {
         let t = self.now_ms();
         let mut tracks = self.lock();

@@ -153,16 +153,23 @@ impl Drop for TempDir {
     }
 }
 
+/// One browser at a time: the tests of this binary run in parallel, and
+/// three Chromiums at once on a shared two-core machine make timing checks
+/// (a trip on the page within a second) a matter of luck.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A chromedriver on a free loopback port and one headless session with a
 /// fresh profile, ended (and the driver killed) on drop.
 struct Browser {
     client: Client,
     _driver: Child,
     _profile: TempDir,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Browser {
     async fn start(width: u32, height: u32) -> Browser {
+        let turn = ONE_AT_A_TIME.lock().await;
         let (chromium, driver_path) = chromium_and_driver().await;
         let port = {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -214,6 +221,7 @@ impl Browser {
             client,
             _driver: driver,
             _profile: profile,
+            _turn: turn,
         }
     }
 
