@@ -77,7 +77,7 @@
 
   // What the page received, for diagnostics (and the browser test).
   const stats = {
-    connects: 0, inits: 0, firstInitBytes: 0, lastInitBytes: 0, messages: 0, bytes: 0,
+    connects: 0, inits: 0, firstInitBytes: 0, lastInitBytes: 0, messages: 0, bytes: 0, byEvent: {},
   };
   window.interlockStats = stats;
   const encoder = new TextEncoder();
@@ -681,6 +681,7 @@
       const bytes = encoder.encode(message.data).length;
       stats.messages += 1;
       stats.bytes += bytes;
+      stats.byEvent[message.type] = (stats.byEvent[message.type] || 0) + bytes;
       if (init) {
         stats.inits += 1;
         stats.lastInitBytes = bytes;
@@ -726,6 +727,7 @@
   }
   document.addEventListener('visibilitychange', () => (document.hidden ? stop() : start()));
   window.addEventListener('pagehide', disconnect);
+  window.addEventListener('pageshow', (event) => { if (event.persisted && !document.hidden) start(); });
 
   function tick() {
     if ($('table-wrap').hidden === false) {

@@ -335,16 +335,16 @@ window.InterlockCard = (() => {
 
     // A delta row for this breaker: a point where a value changed.
     card.point = (rec, t) => {
-      const p = { t, state: rec.state, failure_rate: rec.failure_rate, slow_call_rate: rec.slow_call_rate };
-      const last = card.samples[card.samples.length - 1];
-      if (last && last.state === p.state && last.failure_rate === p.failure_rate &&
-          last.slow_call_rate === p.slow_call_rate) return;
       if (card.createdAt !== null && rec.created_at !== card.createdAt) {
         // Another breaker under the same name: a new timeline.
         card.samples = [];
         card.events = [];
       }
       card.createdAt = rec.created_at;
+      const p = { t, state: rec.state, failure_rate: rec.failure_rate, slow_call_rate: rec.slow_call_rate };
+      const last = card.samples[card.samples.length - 1];
+      if (last && last.state === p.state && last.failure_rate === p.failure_rate &&
+          last.slow_call_rate === p.slow_call_rate) return;
       card.samples.push(p);
     };
 

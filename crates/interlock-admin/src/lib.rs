@@ -55,8 +55,11 @@
 //! fetches its breaker's timeline when it opens, then extends it from the
 //! deltas.
 //!
-//! A breaker the registry no longer lists leaves every open page at the
-//! next sample, and the activity log says so.
+//! A breaker the registry no longer lists leaves the stream at the next
+//! sample (an `event` of kind `removed`, which also goes to the activity
+//! log), and the page drops its row. The page counts what it receives in
+//! `window.interlockStats` (messages, bytes, the size of each `init`), for
+//! diagnostics.
 //!
 //! # The fleet view
 //!

@@ -36,7 +36,7 @@ impl Browser {
     }
 }
 
-/// Five minutes of history, made in a blink on the manual clock: calls on
+/// Four minutes of history, made in a blink on the manual clock: calls on
 /// every breaker each second and a sample after each second.
 fn rehearse(clock: &ManualClock, registry: &Registry, admin: &Admin) {
     let call = |name: &str, fail: bool| {
@@ -50,7 +50,7 @@ fn rehearse(clock: &ManualClock, registry: &Registry, admin: &Admin) {
             }
         });
     };
-    for second in 0u64..295 {
+    for second in 0u64..240 {
         for i in 0u64..5 {
             let n = second * 5 + i;
             // payments: a few failures, healthy.
@@ -100,12 +100,14 @@ async fn dashboard_shows_a_trip_live_and_the_force_open_button_works() {
     assert_eq!(registry.get(PAYMENTS).state(), State::Closed);
     assert_eq!(registry.get(SEARCH).state(), State::MetricsOnly);
 
+    // The browser first (it may wait for another test's), then the
+    // manual clock keeps up with real time.
+    let browser = Browser::start(1400, 1000).await;
     tick_with_real_time(&clock);
 
     let server = serve(admin.mount(Router::new(), "/interlock").unwrap()).await;
     let proxy = Proxy::start(server).await;
     let addr = proxy.addr;
-    let browser = Browser::start(1400, 1000).await;
     let started = tokio::time::Instant::now();
 
     // Before the first message: connecting, never "no breaker yet".
@@ -211,8 +213,9 @@ async fn dashboard_shows_a_trip_live_and_the_force_open_button_works() {
             vec![],
         )
         .await;
-    // The timelines start where the breakers were created, 295 s into the
-    // 300 s shown: a "created" mark near the left edge, nothing before it.
+    // The timelines start where the breakers were created, 240 s before
+    // the end of the 300 s shown (plus the seconds the page took): a
+    // "created" mark in the first fifth, nothing before it.
     let created = browser
         .js(
             "return [...document.querySelectorAll('#cards svg.timeline')].map((s) => {
@@ -229,7 +232,7 @@ async fn dashboard_shows_a_trip_live_and_the_force_open_button_works() {
             mark[1].as_f64().unwrap(),
             mark[2].as_f64().unwrap(),
         );
-        assert!((0.005..0.05).contains(&ratio), "{created} {drawn}");
+        assert!((0.0..0.21).contains(&ratio), "{created} {drawn}");
         assert!(band >= x - 0.5, "no state drawn before creation: {created}");
     }
 
