@@ -21,6 +21,7 @@
 //! | [`classification`] | `docs/classification.md` |
 //! | [`observability`] | `docs/observability.md` |
 //! | [`pipeline`] | `docs/pipeline.md` |
+//! | [`strategies`] | `docs/strategies.md` |
 //! | [`integrations`] | `docs/integrations.md` |
 //! | [`web_frameworks`] | `docs/web-frameworks.md` |
 //! | [`coordination`] | `docs/coordination.md` |
@@ -66,6 +67,10 @@ pub mod observability {
 
 pub mod pipeline {
     #![doc = include_str!("../../../docs/pipeline.md")]
+}
+
+pub mod strategies {
+    #![doc = include_str!("../../../docs/strategies.md")]
 }
 
 pub mod integrations {

@@ -45,7 +45,7 @@
 //! | `interlock_state_changes_total` | counter | `breaker`, `from`, `to` | every state change |
 //! | `interlock_reset_total` | counter | `breaker` | every `reset()` |
 //! | `interlock_storage_events_total` | counter | `breaker`, `event`, `error` (only for `degraded`) | shared-storage outages, recoveries and dropped writes |
-//! | `interlock_pipeline_events_total` | counter | `name`, `event` | retries, bulkhead rejections, fallbacks |
+//! | `interlock_pipeline_events_total` | counter | `name`, `event` | retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals, chaos injections |
 //! | `interlock_state` | gauge | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others |
 //!
 //! The names are also constants in [`names`]. Label values:
@@ -57,7 +57,10 @@
 //! - `interlock_storage_events_total` `event`: `degraded`, `recovered`,
 //!   `write_dropped`; `error` is the storage error's `Display` text;
 //! - `interlock_pipeline_events_total` `event`: `retry`,
-//!   `bulkhead_rejected`, `fallback`; `name` is the strategy's name.
+//!   `bulkhead_rejected`, `fallback`, `hedge`, `rate_limit_rejected`,
+//!   `fault_injected`, `latency_injected`, `outcome_injected`; `name` is
+//!   the strategy's name (a keyed rate limit's key is not a label: one
+//!   series per limiter, however many hosts).
 //!
 //! These are the names OpenTelemetry's Prometheus exporter gives the
 //! instruments of `interlock-otel`, so one dashboard serves both. How a
@@ -375,7 +378,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         names::PIPELINE_EVENTS,
-        "Retries, bulkhead rejections and fallbacks of pipeline strategies"
+        "Retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals and chaos injections of pipeline strategies"
     );
     metrics::describe_gauge!(
         names::STATE,
@@ -437,6 +440,13 @@ impl EventListener for MetricsEventListener {
             Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry"),
             Event::BulkheadRejected { name, .. } => self.pipeline_event(name, "bulkhead_rejected"),
             Event::FallbackUsed { name, .. } => self.pipeline_event(name, "fallback"),
+            Event::HedgeStarted { name, .. } => self.pipeline_event(name, "hedge"),
+            Event::RateLimitRejected { name, .. } => {
+                self.pipeline_event(name, "rate_limit_rejected");
+            }
+            Event::FaultInjected { name, .. } => self.pipeline_event(name, "fault_injected"),
+            Event::LatencyInjected { name, .. } => self.pipeline_event(name, "latency_injected"),
+            Event::OutcomeInjected { name, .. } => self.pipeline_event(name, "outcome_injected"),
             _ => {}
         }
     }

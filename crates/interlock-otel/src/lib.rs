@@ -56,7 +56,7 @@
 //! | `interlock.state.changes` | counter | `{transition}` | `breaker`, `from`, `to` | every state change |
 //! | `interlock.reset` | counter | `{reset}` | `breaker` | every `reset()` |
 //! | `interlock.storage.events` | counter | `{event}` | `breaker`, `event`, `error` (only for `degraded`) | shared-storage outages, recoveries and dropped writes |
-//! | `interlock.pipeline.events` | counter | `{event}` | `name`, `event` | retries, bulkhead rejections, fallbacks |
+//! | `interlock.pipeline.events` | counter | `{event}` | `name`, `event` | retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals, chaos injections |
 //! | `interlock.state` | up-down counter (`i64`) | `{state}` | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others |
 //!
 //! Attribute values:
@@ -68,7 +68,10 @@
 //! - `interlock.storage.events` `event`: `degraded`, `recovered`,
 //!   `write_dropped`; `error` is the storage error's `Display` text;
 //! - `interlock.pipeline.events` `event`: `retry`, `bulkhead_rejected`,
-//!   `fallback`; `name` is the strategy's name.
+//!   `fallback`, `hedge`, `rate_limit_rejected`, `fault_injected`,
+//!   `latency_injected`, `outcome_injected`; `name` is the strategy's name
+//!   (a keyed rate limit's key is not an attribute: one series per
+//!   limiter, however many hosts).
 //!
 //! `interlock.call.duration` advises the bucket boundaries
 //! [`DURATION_BOUNDARIES`] (5 ms to 10 s) instead of the SDK's defaults,
@@ -300,7 +303,7 @@ impl OtelEventListener {
                 .u64_counter("interlock.pipeline.events")
                 .with_unit("{event}")
                 .with_description(
-                    "Retries, bulkhead rejections and fallbacks of pipeline strategies",
+                    "Retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals and chaos injections of pipeline strategies",
                 )
                 .build(),
             state: meter
@@ -468,6 +471,13 @@ impl EventListener for OtelEventListener {
             Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry"),
             Event::BulkheadRejected { name, .. } => self.pipeline_event(name, "bulkhead_rejected"),
             Event::FallbackUsed { name, .. } => self.pipeline_event(name, "fallback"),
+            Event::HedgeStarted { name, .. } => self.pipeline_event(name, "hedge"),
+            Event::RateLimitRejected { name, .. } => {
+                self.pipeline_event(name, "rate_limit_rejected");
+            }
+            Event::FaultInjected { name, .. } => self.pipeline_event(name, "fault_injected"),
+            Event::LatencyInjected { name, .. } => self.pipeline_event(name, "latency_injected"),
+            Event::OutcomeInjected { name, .. } => self.pipeline_event(name, "outcome_injected"),
             _ => {}
         }
     }

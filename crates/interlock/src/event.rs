@@ -119,6 +119,50 @@ pub enum Event<'a> {
         /// The error it replaced.
         error: &'a (dyn Error + 'static),
     },
+    /// A hedging strategy started another attempt while the earlier ones
+    /// were still running (or right after one failed).
+    #[non_exhaustive]
+    HedgeStarted {
+        /// The strategy's name.
+        name: &'a str,
+        /// The attempt it started (the first hedge is attempt 2).
+        attempt: u32,
+        /// How long it waited for the attempts before it (zero when one
+        /// failed and the hedge replaced it at once).
+        delay: Duration,
+    },
+    /// A rate limiter refused a call; it did not run.
+    #[non_exhaustive]
+    RateLimitRejected {
+        /// The strategy's name.
+        name: &'a str,
+        /// The key of a keyed limiter (a host, a tenant), if any.
+        key: Option<&'a str>,
+        /// When the limiter would next admit a call.
+        retry_after: Duration,
+    },
+    /// A chaos strategy failed a call with an injected error instead of
+    /// running it.
+    #[non_exhaustive]
+    FaultInjected {
+        /// The strategy's name.
+        name: &'a str,
+    },
+    /// A chaos strategy delays a call before running it.
+    #[non_exhaustive]
+    LatencyInjected {
+        /// The strategy's name.
+        name: &'a str,
+        /// The injected delay.
+        latency: Duration,
+    },
+    /// A chaos strategy answered a call with an injected result instead of
+    /// running it.
+    #[non_exhaustive]
+    OutcomeInjected {
+        /// The strategy's name.
+        name: &'a str,
+    },
 }
 
 impl<'a> Event<'a> {
@@ -136,7 +180,12 @@ impl<'a> Event<'a> {
             | Event::StorageWriteDropped { breaker } => breaker,
             Event::RetryScheduled { name, .. }
             | Event::BulkheadRejected { name }
-            | Event::FallbackUsed { name, .. } => name,
+            | Event::FallbackUsed { name, .. }
+            | Event::HedgeStarted { name, .. }
+            | Event::RateLimitRejected { name, .. }
+            | Event::FaultInjected { name }
+            | Event::LatencyInjected { name, .. }
+            | Event::OutcomeInjected { name } => name,
         }
     }
 
@@ -155,6 +204,11 @@ impl<'a> Event<'a> {
             Event::RetryScheduled { .. } => "retry_scheduled",
             Event::BulkheadRejected { .. } => "bulkhead_rejected",
             Event::FallbackUsed { .. } => "fallback_used",
+            Event::HedgeStarted { .. } => "hedge_started",
+            Event::RateLimitRejected { .. } => "rate_limit_rejected",
+            Event::FaultInjected { .. } => "fault_injected",
+            Event::LatencyInjected { .. } => "latency_injected",
+            Event::OutcomeInjected { .. } => "outcome_injected",
         }
     }
 
@@ -225,6 +279,44 @@ impl<'a> Event<'a> {
     pub fn fallback_used(name: &'a str, error: &'a (dyn Error + 'static)) -> Self {
         Event::FallbackUsed { name, error }
     }
+
+    /// A [`HedgeStarted`](Event::HedgeStarted) event.
+    #[must_use]
+    pub fn hedge_started(name: &'a str, attempt: u32, delay: Duration) -> Self {
+        Event::HedgeStarted {
+            name,
+            attempt,
+            delay,
+        }
+    }
+
+    /// A [`RateLimitRejected`](Event::RateLimitRejected) event.
+    #[must_use]
+    pub fn rate_limit_rejected(name: &'a str, key: Option<&'a str>, retry_after: Duration) -> Self {
+        Event::RateLimitRejected {
+            name,
+            key,
+            retry_after,
+        }
+    }
+
+    /// A [`FaultInjected`](Event::FaultInjected) event.
+    #[must_use]
+    pub fn fault_injected(name: &'a str) -> Self {
+        Event::FaultInjected { name }
+    }
+
+    /// A [`LatencyInjected`](Event::LatencyInjected) event.
+    #[must_use]
+    pub fn latency_injected(name: &'a str, latency: Duration) -> Self {
+        Event::LatencyInjected { name, latency }
+    }
+
+    /// An [`OutcomeInjected`](Event::OutcomeInjected) event.
+    #[must_use]
+    pub fn outcome_injected(name: &'a str) -> Self {
+        Event::OutcomeInjected { name }
+    }
 }
 
 impl fmt::Display for Event<'_> {
@@ -268,6 +360,35 @@ impl fmt::Display for Event<'_> {
             }
             Event::BulkheadRejected { name } => write!(f, "{name}: bulkhead full"),
             Event::FallbackUsed { name, error } => write!(f, "{name}: fallback used for: {error}"),
+            Event::HedgeStarted {
+                name,
+                attempt,
+                delay,
+            } => write!(
+                f,
+                "{name}: hedged attempt {attempt} started after {:.3}s",
+                delay.as_secs_f64()
+            ),
+            Event::RateLimitRejected {
+                name,
+                key,
+                retry_after,
+            } => {
+                write!(f, "{name}: rate limit exceeded")?;
+                if let Some(key) = key {
+                    write!(f, " for '{key}'")?;
+                }
+                write!(f, ", next call in {:.3}s", retry_after.as_secs_f64())
+            }
+            Event::FaultInjected { name } => write!(f, "{name}: fault injected"),
+            Event::LatencyInjected { name, latency } => {
+                write!(
+                    f,
+                    "{name}: latency of {:.3}s injected",
+                    latency.as_secs_f64()
+                )
+            }
+            Event::OutcomeInjected { name } => write!(f, "{name}: outcome injected"),
         }
     }
 }

@@ -44,14 +44,18 @@
 //! |-----------|-----------------------------------------------------------|
 //! | `tracing` | [`LoggingEventListener`], reporting events via `tracing`  |
 //! | `tokio`   | `pipeline::TokioSleeper`: pipeline waits on tokio's timer; `storage::Coordinator::asynchronous`, a coordinator lane on a tokio task |
-//! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware |
+//! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware; `tower::HedgeLayer` and `tower::ChaosLayer` |
 //! | `backon`  | `pipeline::backon`: retry helpers for the `backon` crate  |
 //! | `http`    | `http`: one breaker per host for HTTP clients (implies `tower`) |
+//! | `governor` | `pipeline::rate_limit`: rate limiting (global or per key) on the `governor` crate's GCRA; with `tower`, `tower::RateLimitLayer` and `tower::KeyedRateLimitLayer` |
 //! | `testing` | `storage::contract`, the public test suite for storage implementations, and `storage::testing::FlakyStorage` |
 //! | `full`    | every feature above                                       |
 //!
 //! No feature is on by default, and without features the crate has no
-//! dependencies.
+//! dependencies. Hedging (`pipeline::Hedge`) and chaos injection
+//! (`pipeline::chaos`) need none: they are always compiled. Rate limiting
+//! is the one pipeline strategy behind a feature, because GCRA done well
+//! (lock-free, keyed, with housekeeping) is what `governor` already is.
 //!
 //! # Guides
 //!

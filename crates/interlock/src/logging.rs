@@ -17,9 +17,15 @@ use crate::event::{Event, EventListener};
 /// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt`, `delay_s` |
 /// | [`BulkheadRejected`](Event::BulkheadRejected) | WARN | `bulkhead rejected` | `name` |
 /// | [`FallbackUsed`](Event::FallbackUsed) | WARN | `fallback used` | `name`, `error` |
+/// | [`HedgeStarted`](Event::HedgeStarted) | INFO | `hedge started` | `name`, `attempt`, `delay_s` |
+/// | [`RateLimitRejected`](Event::RateLimitRejected) | WARN | `rate limit rejected` | `name`, `key` (keyed limiters only), `retry_after_s` |
+/// | [`FaultInjected`](Event::FaultInjected) | INFO | `fault injected` | `name` |
+/// | [`LatencyInjected`](Event::LatencyInjected) | INFO | `latency injected` | `name`, `latency_s` |
+/// | [`OutcomeInjected`](Event::OutcomeInjected) | INFO | `outcome injected` | `name` |
 ///
 /// States and outcomes are their lowercase identifiers ([`State::as_str`],
-/// [`Outcome::as_str`]); `duration_s` and `delay_s` are seconds as `f64`;
+/// [`Outcome::as_str`]); `duration_s`, `delay_s`, `retry_after_s` and
+/// `latency_s` are seconds as `f64`;
 /// `error` is recorded as an error value, so subscribers that understand
 /// errors can walk its sources. Calls are logged in every state, a
 /// disabled breaker's included.
@@ -77,6 +83,38 @@ impl EventListener for LoggingEventListener {
             Event::FallbackUsed { name, error } => tracing::warn!(
                 target: "interlock", name, error, "fallback used"
             ),
+            Event::HedgeStarted {
+                name,
+                attempt,
+                delay,
+            } => tracing::info!(
+                target: "interlock", name, attempt, delay_s = delay.as_secs_f64(), "hedge started"
+            ),
+            Event::RateLimitRejected {
+                name,
+                key: Some(key),
+                retry_after,
+            } => tracing::warn!(
+                target: "interlock", name, key, retry_after_s = retry_after.as_secs_f64(),
+                "rate limit rejected"
+            ),
+            Event::RateLimitRejected {
+                name,
+                key: None,
+                retry_after,
+            } => tracing::warn!(
+                target: "interlock", name, retry_after_s = retry_after.as_secs_f64(),
+                "rate limit rejected"
+            ),
+            Event::FaultInjected { name } => {
+                tracing::info!(target: "interlock", name, "fault injected")
+            }
+            Event::LatencyInjected { name, latency } => tracing::info!(
+                target: "interlock", name, latency_s = latency.as_secs_f64(), "latency injected"
+            ),
+            Event::OutcomeInjected { name } => {
+                tracing::info!(target: "interlock", name, "outcome injected")
+            }
         }
     }
 }
@@ -209,6 +247,49 @@ mod tests {
                     "fallback used",
                     &[("error", "error: timed out"), ("name", "recs")]
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn hedging_rate_limit_and_chaos_events() {
+        let records = log(&[
+            Event::hedge_started("search", 2, Duration::from_millis(50)),
+            Event::rate_limit_rejected("hosts", Some("api.example"), Duration::from_millis(500)),
+            Event::rate_limit_rejected("global", None, Duration::from_secs(1)),
+            Event::fault_injected("chaos"),
+            Event::latency_injected("chaos", Duration::from_millis(1500)),
+            Event::outcome_injected("chaos"),
+        ]);
+        assert_eq!(
+            records,
+            [
+                record(
+                    Level::INFO,
+                    "hedge started",
+                    &[("attempt", "2"), ("delay_s", "0.05"), ("name", "search")]
+                ),
+                record(
+                    Level::WARN,
+                    "rate limit rejected",
+                    &[
+                        ("key", "api.example"),
+                        ("name", "hosts"),
+                        ("retry_after_s", "0.5")
+                    ]
+                ),
+                record(
+                    Level::WARN,
+                    "rate limit rejected",
+                    &[("name", "global"), ("retry_after_s", "1.0")]
+                ),
+                record(Level::INFO, "fault injected", &[("name", "chaos")]),
+                record(
+                    Level::INFO,
+                    "latency injected",
+                    &[("latency_s", "1.5"), ("name", "chaos")]
+                ),
+                record(Level::INFO, "outcome injected", &[("name", "chaos")]),
             ]
         );
     }

@@ -20,8 +20,12 @@
 //! `tower::timeout::TimeoutLayer` *inside* the breaker (so a timeout counts
 //! as a failure), `tower::limit::ConcurrencyLimitLayer` for a bulkhead and
 //! `tower::retry::RetryLayer` *outside* it (with a policy that does not
-//! retry a [`CircuitOpenError`]). The [`pipeline`](crate::pipeline) is for
-//! code that is not a tower stack. For one breaker per host of an HTTP
+//! retry a [`CircuitOpenError`]). With the `governor` feature,
+//! [`RateLimitLayer`] and [`KeyedRateLimitLayer`] (one limit per host or
+//! tenant) put a GCRA rate limit *outside* the breaker; [`HedgeLayer`]
+//! hedges slow requests outside it (and stops at an open circuit);
+//! [`ChaosLayer`] injects faults, latency or chosen responses *inside* it. The
+//! [`pipeline`](crate::pipeline) is for code that is not a tower stack. For one breaker per host of an HTTP
 //! client, see `http::KeyedCircuitBreakerLayer` (feature `http`).
 //!
 //! ```
@@ -52,6 +56,17 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use crate::pipeline::BoxError;
+
+mod chaos;
+mod hedge;
+#[cfg(feature = "governor")]
+mod rate_limit;
+
+pub use chaos::{Chaos, ChaosLayer};
+pub use hedge::{Hedge, HedgeLayer};
+#[cfg(feature = "governor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+pub use rate_limit::{KeyedRateLimit, KeyedRateLimitLayer, RateLimit, RateLimitLayer};
 
 /// Wraps services in a [`CircuitBreaker`] service guarded by one breaker.
 #[derive(Clone, Debug)]
@@ -147,6 +162,12 @@ pub mod future {
 
     use super::BoxError;
     use crate::{CircuitOpenError, Permit};
+
+    pub use super::chaos::future::ChaosFuture;
+    pub use super::hedge::future::HedgeFuture;
+    #[cfg(feature = "governor")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+    pub use super::rate_limit::future::RateLimitFuture;
 
     pin_project! {
         /// Resolves to the inner service's response, recording the outcome

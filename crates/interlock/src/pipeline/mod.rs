@@ -58,6 +58,7 @@
 //! [`std::thread::spawn`]): clone an `Arc` into it rather than borrowing.
 
 mod breaker;
+mod rng;
 mod sleep;
 
 pub mod backoff;
@@ -65,7 +66,12 @@ pub mod backoff;
 #[cfg_attr(docsrs, doc(cfg(feature = "backon")))]
 pub mod backon;
 pub mod bulkhead;
+pub mod chaos;
 pub mod fallback;
+pub mod hedge;
+#[cfg(feature = "governor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+pub mod rate_limit;
 pub mod retry;
 pub mod timeout;
 
@@ -80,6 +86,10 @@ use crate::error::{CallError, CircuitOpenError};
 
 pub use bulkhead::{Bulkhead, BulkheadBuilder};
 pub use fallback::Fallback;
+pub use hedge::{Hedge, HedgeBuilder};
+#[cfg(feature = "governor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+pub use rate_limit::{KeyedRateLimit, RateLimit, RateLimitBuilder};
 pub use retry::{Retry, RetryBuilder, UnlessOpen};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
@@ -429,6 +439,24 @@ impl<S> PipelineBuilder<S> {
     /// Adds a [`Timeout`] (a `Duration` is a timeout on real time).
     pub fn timeout(self, timeout: impl Into<Timeout>) -> PipelineBuilder<Stack<S, Timeout>> {
         self.add(timeout.into())
+    }
+
+    /// Adds a [`Hedge`].
+    pub fn hedge<P>(self, hedge: Hedge<P>) -> PipelineBuilder<Stack<S, Hedge<P>>> {
+        self.add(hedge)
+    }
+
+    /// Adds a chaos strategy: a [`chaos::Fault`], [`chaos::Latency`] or
+    /// [`chaos::Outcome`].
+    pub fn chaos<C: chaos::Injection>(self, chaos: C) -> PipelineBuilder<Stack<S, C>> {
+        self.add(chaos)
+    }
+
+    /// Adds a [`RateLimit`] (feature `governor`).
+    #[cfg(feature = "governor")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+    pub fn rate_limit(self, limit: RateLimit) -> PipelineBuilder<Stack<S, RateLimit>> {
+        self.add(limit)
     }
 
     /// The pipeline.

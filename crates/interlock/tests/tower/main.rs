@@ -214,3 +214,23 @@ mod hyper_server {
         assert_eq!(hits.load(Ordering::SeqCst), 3);
     }
 }
+
+/// An echo service counting the requests that reached it (for the layers'
+/// modules).
+#[cfg(feature = "tokio")]
+fn echo(
+    reached: &Arc<AtomicU32>,
+) -> impl Service<String, Response = String, Error = std::io::Error, Future: Send> + Clone {
+    let reached = reached.clone();
+    tower::service_fn(move |req: String| {
+        reached.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, std::io::Error>(req) }
+    })
+}
+
+#[cfg(feature = "tokio")]
+mod chaos;
+#[cfg(feature = "tokio")]
+mod hedge;
+#[cfg(all(feature = "governor", feature = "tokio"))]
+mod rate_limit;
