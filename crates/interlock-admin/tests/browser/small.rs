@@ -268,39 +268,14 @@ async fn dashboard_shows_a_trip_live_and_the_force_open_button_works() {
     let force_open = format!("[data-breaker=\"{PAYMENTS}\"] button[data-action=\"force-open\"]");
     let token_field = browser.client.find(Locator::Id("token")).await.unwrap();
     token_field.send_keys("not-the-token").await.unwrap();
-    browser
-        .client
-        .find(Locator::Css(&force_open))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    poll(SETUP, "the wrong-token notice", || async {
-        let text = browser
-            .js(
-                "return document.getElementById('notice').textContent;",
-                vec![],
-            )
-            .await;
-        text.as_str()
-            .filter(|t| t.contains("Wrong operator token"))
-            .map(|_| ())
-    })
-    .await;
+    browser.click(&force_open).await;
+    browser.notice("Wrong operator token").await;
     assert_eq!(payments.state(), State::Open);
 
     // The right token force-opens it.
     token_field.clear().await.unwrap();
     token_field.send_keys(TOKEN).await.unwrap();
-    browser
-        .client
-        .find(Locator::Css(&force_open))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.click(&force_open).await;
     poll(SETUP, "the registry's breaker force-opened", || async {
         (payments.state() == State::ForcedOpen).then_some(())
     })
