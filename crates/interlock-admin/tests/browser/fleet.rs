@@ -265,7 +265,7 @@ async fn the_fleet_view_and_fenced_fleet_actions_on_redis() {
         .await;
     assert!(logged.to_string().contains("fleet-wide trip"), "{logged}");
     browser.screenshot("dashboard-fleet.png").await;
-    browser.client.close().await.unwrap();
+    browser.client.clone().close().await.unwrap();
     here.close_all();
     there.close_all();
 }

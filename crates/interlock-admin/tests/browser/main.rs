@@ -302,6 +302,36 @@ impl Browser {
     }
 }
 
+impl Drop for Browser {
+    /// A test that failed never ended its session, and Chromium outlives the
+    /// chromedriver killed after this: end the processes started with this
+    /// session's own profile directory (and only those), by their ids.
+    fn drop(&mut self) {
+        let marker = format!("--user-data-dir={}", self._profile.0.display());
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in procs.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            if cmdline
+                .split(|b| *b == 0)
+                .any(|arg| arg == marker.as_bytes())
+            {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
 fn screenshot_path(name: &str) -> PathBuf {
     match std::env::var("INTERLOCK_SCREENSHOT") {
         Ok(v) if v == "1" => Path::new(env!("CARGO_MANIFEST_DIR"))

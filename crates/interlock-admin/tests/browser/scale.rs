@@ -581,5 +581,5 @@ async fn a_thousand_breakers_in_a_table_with_light_live_updates() {
         .await;
     assert_eq!(back["connects"], 2, "{back}");
     assert_eq!(proxy.open_streams(), 1);
-    browser.client.close().await.unwrap();
+    browser.client.clone().close().await.unwrap();
 }

@@ -332,5 +332,5 @@ async fn dashboard_shows_a_trip_live_and_the_force_open_button_works() {
         .unwrap();
     browser.screenshot("dashboard-cards.png").await;
     eprintln!("browser test: page checks took {:?}", started.elapsed());
-    browser.client.close().await.unwrap();
+    browser.client.clone().close().await.unwrap();
 }
