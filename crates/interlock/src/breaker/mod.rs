@@ -93,6 +93,9 @@ impl<M> Clone for CircuitBreaker<M> {
 pub(crate) struct Core {
     pub(crate) machine: Machine,
     pub(crate) shared: Option<SharedCell>,
+    /// When the effective state last changed (or the breaker was built), on
+    /// the breaker's clock: written only on transitions, which hold the lock.
+    pub(crate) since: Timestamp,
 }
 
 /// A coordinated breaker's view of the storage (R15, R17.6).
@@ -155,6 +158,8 @@ pub(crate) struct Inner {
     deadline_slack_nanos: u64,
     listeners: Box<[Arc<dyn EventListener>]>,
     classifier: Option<ErrorClassifier>,
+    /// When the breaker was built, on its clock.
+    created_at: Timestamp,
     /// Always `std`: the timer thread is not modelled under loom.
     timer: std::sync::Mutex<TimerSlot>,
     shut_down: AtomicBool,
@@ -369,6 +374,9 @@ impl Inner {
         let before = core.effective().0;
         let (r, local) = op(&mut core);
         let after = core.effective().0;
+        if before != after {
+            core.since = self.clock.now();
+        }
         self.publish(&core);
         let effects = Effects {
             local,
@@ -870,14 +878,16 @@ impl<M: Mode> CircuitBreaker<M> {
             machine,
             lane,
         } = parts;
+        let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
+        let clock = clock.resolve(config.slow_call_duration_threshold());
+        let created_at = clock.now();
         let core = Core {
             machine,
             shared: lane.as_ref().map(|_| SharedCell::default()),
+            since: created_at,
         };
         let status = AtomicU64::new(pack(&core));
         let open_until = AtomicU64::new(lock_free_deadline(&core));
-        let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
-        let clock = clock.resolve(config.slow_call_duration_threshold());
         let (refine_nanos, deadline_slack_nanos) = if clock.is_coarse() {
             (slow_nanos / 2, duration_to_nanos(COARSE_DEADLINE_SLACK))
         } else {
@@ -901,6 +911,7 @@ impl<M: Mode> CircuitBreaker<M> {
             deadline_slack_nanos,
             listeners: listeners.into_boxed_slice(),
             classifier,
+            created_at,
             timer: std::sync::Mutex::new(TimerSlot::default()),
             shut_down: AtomicBool::new(false),
             lane,
@@ -944,6 +955,48 @@ impl<M: Mode> CircuitBreaker<M> {
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.inner.status.load(Ordering::Acquire) >> STATUS_SHIFT
+    }
+
+    /// When the breaker entered its current [`state`](Self::state), on the
+    /// breaker's clock (compare it with [`now`](Self::now)); its creation
+    /// time while it has never changed state.
+    ///
+    /// It follows the effective state: a coordinated breaker that adopts a
+    /// shared OPEN records when it adopted it (the storage's own
+    /// `opened_at` is in [`shared_view`](Self::shared_view)). An override or
+    /// [`reset`](Self::reset) that leaves the state as it was does not move
+    /// it. Recorded under the breaker's lock on transitions only, so reading
+    /// it costs one short lock and calls nothing.
+    ///
+    /// ```
+    /// use interlock::{CircuitBreaker, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder("payments").clock(clock.clone()).build()?;
+    /// clock.advance(Duration::from_secs(30));
+    /// breaker.force_open();
+    /// clock.advance(Duration::from_secs(12));
+    /// assert_eq!(breaker.now() - breaker.state_since(), Duration::from_secs(12));
+    /// assert_eq!(breaker.state_since() - breaker.created_at(), Duration::from_secs(30));
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn state_since(&self) -> Timestamp {
+        self.inner.core().since
+    }
+
+    /// When the breaker was built, on its clock.
+    #[must_use]
+    pub fn created_at(&self) -> Timestamp {
+        self.inner.created_at
+    }
+
+    /// The breaker's clock now: the reference for [`state_since`](Self::state_since)
+    /// and [`created_at`](Self::created_at).
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
+        self.inner.clock.now()
     }
 
     /// The window's totals now (R1.3), consistent under concurrent calls.

@@ -592,7 +592,7 @@ impl Lane {
         self.state().queue.pop_front()
     }
 
-    fn members(&self) -> Vec<Arc<Inner>> {
+    pub(crate) fn members(&self) -> Vec<Arc<Inner>> {
         let mut st = self.state();
         st.members.retain(|m| m.strong_count() > 0);
         st.members.iter().filter_map(Weak::upgrade).collect()
@@ -987,6 +987,14 @@ impl<M> fmt::Debug for Coordinator<M> {
 }
 
 impl<M> Coordinator<M> {
+    /// The coordinator of an existing lane (a registry's).
+    pub(crate) fn from_lane(lane: Arc<Lane>) -> Self {
+        Coordinator {
+            lane,
+            mode: PhantomData,
+        }
+    }
+
     /// The storage's knobs this coordinator runs with.
     #[must_use]
     pub fn settings(&self) -> &StorageSettings {

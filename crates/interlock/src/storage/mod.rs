@@ -19,6 +19,7 @@ pub mod contract;
 pub(crate) mod coordinator;
 mod memory;
 mod notice;
+mod operator;
 mod poll;
 mod settings;
 #[cfg(feature = "testing")]
