@@ -191,8 +191,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/checkout", get(checkout))
         .route("/stock", get(stock))
         .route("/upstream/{name}", post(set_failures))
-        .with_state(state)
-        .nest("/interlock", admin.router());
+        .with_state(state);
+    // At `/interlock` and `/interlock/` alike.
+    let app = admin.mount(app, "/interlock")?;
 
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;

@@ -25,11 +25,14 @@ use tokio::sync::broadcast;
 
 use crate::auth::Token;
 use crate::error::BuildError;
-use crate::feed::{Entry, EventFeed, FeedInner, History, Message};
-use crate::view::{BreakerView, LiveView, secs};
+use crate::feed::{EventFeed, FeedInner, InitHeader, Message};
+use crate::fleet::{self, Fleet, FleetWrite};
+use crate::tracks::History;
+use crate::view::{BreakerView, Reading, secs};
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
+const CARD_JS: &str = include_str!("../assets/card.js");
 const STYLE_CSS: &str = include_str!("../assets/style.css");
 
 /// The page loads nothing but its own script and stylesheet, talks only
@@ -49,10 +52,13 @@ pub struct Admin {
     shared: Arc<Shared>,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     source: Box<dyn Source>,
     feed: EventFeed,
-    token: Option<Token>,
+    pub(crate) token: Option<Token>,
+    /// Fleet-wide writes, for a coordinated registry.
+    pub(crate) fleet: Option<Box<dyn Fleet>>,
+    coordinated: bool,
     sample_interval: Duration,
     sampler_started: AtomicBool,
 }
@@ -62,8 +68,14 @@ trait Source: Send + Sync + 'static {
     /// Every breaker, in creation order: handles for the reads that do not
     /// depend on the mode.
     fn breakers(&self) -> Vec<CircuitBreaker>;
-    fn view(&self, name: &str) -> Option<BreakerView>;
-    fn apply(&self, name: &str, action: Action) -> Option<(State, State, BreakerView)>;
+    /// The view of `name`, its times on a clock reading `feed_now` ms.
+    fn view(&self, name: &str, feed_now: u64) -> Option<BreakerView>;
+    fn apply(
+        &self,
+        name: &str,
+        action: Action,
+        feed_now: u64,
+    ) -> Option<(State, State, BreakerView)>;
 }
 
 impl<M: Mode> Source for Registry<M> {
@@ -71,11 +83,17 @@ impl<M: Mode> Source for Registry<M> {
         self.items().into_iter().map(|(_, b)| b).collect()
     }
 
-    fn view(&self, name: &str) -> Option<BreakerView> {
-        self.get_existing(name).map(|b| BreakerView::of(&b))
+    fn view(&self, name: &str, feed_now: u64) -> Option<BreakerView> {
+        self.get_existing(name)
+            .map(|b| BreakerView::of(&b, feed_now))
     }
 
-    fn apply(&self, name: &str, action: Action) -> Option<(State, State, BreakerView)> {
+    fn apply(
+        &self,
+        name: &str,
+        action: Action,
+        feed_now: u64,
+    ) -> Option<(State, State, BreakerView)> {
         // Never `get`: an unknown name must not create a breaker.
         let breaker = self.get_existing(name)?;
         let from = breaker.state();
@@ -85,7 +103,7 @@ impl<M: Mode> Source for Registry<M> {
             Action::MetricsOnly => breaker.metrics_only(),
             Action::Reset => breaker.reset(),
         }
-        Some((from, breaker.state(), BreakerView::of(&breaker)))
+        Some((from, breaker.state(), BreakerView::of(&breaker, feed_now)))
     }
 }
 
@@ -137,7 +155,7 @@ impl Admin {
     /// let registry = Registry::builder().listener(feed.clone()).build()?;
     /// let admin = Admin::builder(registry).feed(feed).bearer_token("s3cret-token").build()?;
     /// assert!(admin.has_controls());
-    /// let app: axum::Router = axum::Router::new().nest("/interlock", admin.router());
+    /// let app: axum::Router = admin.mount(axum::Router::new(), "/interlock")?;
     /// # drop(app);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -150,17 +168,21 @@ impl Admin {
         }
     }
 
-    /// The routes, to mount with `Router::nest` (or `merge` at the root).
+    /// The routes, to mount with `Router::nest` (or `merge` at the root);
+    /// [`mount`](Self::mount) also answers the page's URL with a trailing
+    /// slash, which `nest` does not.
     ///
     /// Relative to the mount point:
     ///
     /// | route | answer |
     /// |---|---|
-    /// | `GET /` | the dashboard (its script and stylesheet are `GET /?asset=app.js` and `?asset=style.css`) |
-    /// | `GET /breakers` | `{"now": ms, "controls": bool, "breakers": [...]}` |
+    /// | `GET /` | the dashboard (its scripts and stylesheet are `GET /?asset=app.js`, `?asset=card.js` and `?asset=style.css`) |
+    /// | `GET /breakers` | `{"now": ms, "controls": bool, "coordinated": bool, "fleet_controls": bool, "breakers": [...]}` |
     /// | `GET /breakers/{name}` | one breaker, or 404 |
+    /// | `GET /breakers/{name}/history` | its timeline since it was created (within the feed's history), or 404 |
     /// | `GET /events` | the server-sent events the dashboard listens to |
     /// | `POST /breakers/{name}/force-open`, `/disable`, `/metrics-only`, `/reset` | only with a bearer token configured |
+    /// | `POST /breakers/{name}/fleet/trip?version=N`, `/fleet/close?version=N` | only with a bearer token and a coordinated registry |
     ///
     /// Called inside a tokio runtime, it starts the sampler at once;
     /// otherwise the first request does.
@@ -193,6 +215,7 @@ impl Admin {
             .route("/", get(index))
             .route("/breakers", get(list))
             .route("/breakers/{name}", get(one))
+            .route("/breakers/{name}/history", get(history))
             .route("/events", get(events));
         if self.shared.token.is_some() {
             for action in Action::ALL {
@@ -207,14 +230,95 @@ impl Admin {
                     ),
                 );
             }
+            if self.shared.fleet.is_some() {
+                for write in FleetWrite::ALL {
+                    router = router.route(
+                        write.route(),
+                        post(
+                            move |state: AxumState<Arc<Shared>>,
+                                  headers: HeaderMap,
+                                  path: Result<Path<String>, PathRejection>,
+                                  query: RawQuery| {
+                                fleet::act(state, headers, path, query, write)
+                            },
+                        ),
+                    );
+                }
+            }
         }
         router.with_state(Arc::clone(&self.shared))
+    }
+
+    /// Mounts the [routes](Self::router) at `path` of `app` (`"/interlock"`:
+    /// the page is then at `/interlock` and `/interlock/` alike; `"/"`
+    /// merges them at the root).
+    ///
+    /// ```
+    /// use axum::{Router, body::Body, http::{Request, StatusCode}};
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let admin = interlock_admin::Admin::builder(interlock::Registry::new()).build()?;
+    /// let app: Router = admin.mount(Router::new(), "/interlock")?;
+    /// for page in ["/interlock", "/interlock/"] {
+    ///     let response = app.clone().oneshot(Request::get(page).body(Body::empty())?).await?;
+    ///     assert_eq!(response.status(), StatusCode::OK);
+    /// }
+    /// assert!(admin.mount(Router::<()>::new(), "interlock").is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::InvalidMountPath`] for a path that does not start with
+    /// `/`, ends with `/`, has an empty segment, a route parameter or a
+    /// wildcard (`{`, `}`, `*`), a space or a control character.
+    pub fn mount<S>(&self, app: Router<S>, path: &str) -> Result<Router<S>, BuildError>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        if path == "/" {
+            return Ok(app.merge(self.router()));
+        }
+        let invalid = |reason| BuildError::InvalidMountPath {
+            path: path.to_owned(),
+            reason,
+        };
+        if !path.starts_with('/') {
+            return Err(invalid("it must start with `/`"));
+        }
+        if path.ends_with('/') {
+            return Err(invalid("it must not end with `/` (both forms are served)"));
+        }
+        if path.contains("//") {
+            return Err(invalid("it has an empty segment"));
+        }
+        if path.contains(['{', '}', '*']) {
+            return Err(invalid("route parameters and wildcards are not allowed"));
+        }
+        if !path.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid("only visible ASCII characters, no spaces"));
+        }
+        let shared = Arc::clone(&self.shared);
+        let with_slash = get(move |query: RawQuery| index(AxumState(Arc::clone(&shared)), query));
+        Ok(app
+            .nest(path, self.router())
+            .route(&format!("{path}/"), with_slash))
     }
 
     /// Whether the operator routes exist (a bearer token is configured).
     #[must_use]
     pub fn has_controls(&self) -> bool {
         self.shared.token.is_some()
+    }
+
+    /// Whether the fleet-wide routes exist (a bearer token is configured
+    /// and the registry is coordinated).
+    #[must_use]
+    pub fn has_fleet_controls(&self) -> bool {
+        self.shared.token.is_some() && self.shared.fleet.is_some()
     }
 
     /// The feed the dashboard reads.
@@ -224,8 +328,8 @@ impl Admin {
     }
 
     /// Takes one sample of every breaker now, as the sampler does every
-    /// [`sample_interval`](AdminBuilder::sample_interval), and sends it to
-    /// every open dashboard.
+    /// [`sample_interval`](AdminBuilder::sample_interval), and sends what
+    /// changed to every open dashboard.
     ///
     /// ```
     /// use interlock::{ManualClock, Registry};
@@ -254,6 +358,7 @@ impl fmt::Debug for Admin {
         f.debug_struct("Admin")
             .field("feed", &self.shared.feed)
             .field("controls", &self.shared.token.is_some())
+            .field("coordinated", &self.shared.coordinated)
             .field("sample_interval", &self.shared.sample_interval)
             .finish_non_exhaustive()
     }
@@ -290,6 +395,7 @@ impl<M: Mode> AdminBuilder<M> {
 
     /// Enables the operator routes, which then require
     /// `Authorization: Bearer <token>`. Without a token they do not exist.
+    /// For a coordinated registry this includes the fleet-wide ones.
     ///
     /// Use a long random secret (32 characters or more); only visible
     /// ASCII characters are accepted.
@@ -298,8 +404,8 @@ impl<M: Mode> AdminBuilder<M> {
         self
     }
 
-    /// How often every breaker's state and rates are sampled for the
-    /// timelines (default 1 s).
+    /// How often every breaker is sampled for the timelines and the live
+    /// updates (default 1 s).
     pub fn sample_interval(mut self, interval: Duration) -> Self {
         self.sample_interval = interval;
         self
@@ -321,11 +427,14 @@ impl<M: Mode> AdminBuilder<M> {
                 interval: self.sample_interval,
             });
         }
+        let fleet = self.registry.coordinator().and_then(fleet::of);
         Ok(Admin {
             shared: Arc::new(Shared {
+                coordinated: self.registry.is_coordinated(),
                 source: Box::new(self.registry),
                 feed: self.feed.unwrap_or_default(),
                 token,
+                fleet,
                 sample_interval: self.sample_interval,
                 sampler_started: AtomicBool::new(false),
             }),
@@ -334,16 +443,22 @@ impl<M: Mode> AdminBuilder<M> {
 }
 
 impl Shared {
-    fn feed(&self) -> &FeedInner {
+    pub(crate) fn feed(&self) -> &FeedInner {
         &self.feed.inner
     }
 
+    /// The view of `name`, if the registry has it.
+    pub(crate) fn view(&self, name: &str) -> Option<BreakerView> {
+        self.source.view(name, self.feed().now_ms())
+    }
+
     fn sample(&self) {
-        // The registry's lock is not held with the feed's: a breaker being
-        // created may report to the feed.
+        // The registry is listed before the feed's lock is taken (a
+        // breaker being created may report to the feed).
+        let feed = self.feed();
+        let epoch = feed.begin_sample();
         let breakers = self.source.breakers();
-        self.feed()
-            .sample(|| breakers.iter().map(LiveView::of).collect());
+        feed.sample(epoch, || breakers.iter().map(Reading::of).collect());
     }
 
     /// Starts the sampler on the current tokio runtime, once. It holds only
@@ -363,35 +478,25 @@ impl Shared {
         runtime.spawn(run_sampler(weak, interval));
     }
 
-    /// The `init` message, and a receiver of everything after it: taken
-    /// under the feed's lock, so nothing is missed or sent twice.
-    fn subscribe(&self) -> (broadcast::Receiver<Arc<Message>>, String) {
-        let feed = self.feed();
-        let breakers = self.source.breakers();
-        let tracks = feed.lock();
-        let receiver = feed.subscribe();
-        let breakers: Vec<_> = breakers
-            .iter()
-            .map(|breaker| {
-                let view = BreakerView::of(breaker);
-                let history = FeedInner::history_of(&tracks, &view.live.name);
-                WithHistory { view, history }
-            })
-            .collect();
-        let init = Init {
-            now: feed.now_ms(),
-            history_secs: secs(feed.window()),
+    fn header(&self) -> InitHeader {
+        InitHeader {
             sample_interval_secs: secs(self.sample_interval),
             controls: self.token.is_some(),
-            breakers,
-            activity: FeedInner::activity(&tracks),
-        };
-        drop(tracks);
-        let data = serde_json::to_string(&init).unwrap_or_else(|error| {
-            tracing::error!(target: "interlock_admin", %error, "could not encode the dashboard's init message");
-            "{}".to_owned()
-        });
-        (receiver, data)
+            coordinated: self.coordinated,
+            fleet_controls: self.token.is_some() && self.fleet.is_some(),
+        }
+    }
+
+    /// The `init` message, and a receiver of everything after it.
+    fn subscribe(&self) -> (broadcast::Receiver<Arc<Message>>, String) {
+        let feed = self.feed();
+        let epoch = feed.begin_sample();
+        let breakers = self.source.breakers();
+        feed.subscribe(
+            epoch,
+            || breakers.iter().map(Reading::of).collect(),
+            self.header(),
+        )
     }
 }
 
@@ -408,27 +513,20 @@ async fn run_sampler(shared: Weak<Shared>, interval: Duration) {
 }
 
 #[derive(Serialize)]
-struct Init {
-    now: u64,
-    history_secs: f64,
-    sample_interval_secs: f64,
-    controls: bool,
-    breakers: Vec<WithHistory>,
-    activity: Vec<Arc<Entry>>,
-}
-
-#[derive(Serialize)]
-struct WithHistory {
-    #[serde(flatten)]
-    view: BreakerView,
-    history: History,
-}
-
-#[derive(Serialize)]
 struct List {
     now: u64,
     controls: bool,
+    coordinated: bool,
+    fleet_controls: bool,
     breakers: Vec<BreakerView>,
+}
+
+#[derive(Serialize)]
+struct HistoryReply {
+    now: u64,
+    name: String,
+    #[serde(flatten)]
+    history: History,
 }
 
 #[derive(Serialize)]
@@ -444,7 +542,7 @@ fn with_common_headers(mut response: Response, content_type: &'static str) -> Re
     response
 }
 
-fn json(status: StatusCode, body: &impl Serialize) -> Response {
+pub(crate) fn json(status: StatusCode, body: &impl Serialize) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => {
             let mut response =
@@ -461,18 +559,20 @@ fn json(status: StatusCode, body: &impl Serialize) -> Response {
     }
 }
 
-fn error(status: StatusCode, message: &'static str) -> Response {
+pub(crate) fn error(status: StatusCode, message: &'static str) -> Response {
     json(status, &ErrorBody { error: message })
 }
 
-/// `GET /`: the page, or one of its two assets (`?asset=app.js`,
-/// `?asset=style.css`). Assets hang off the page's own URL so that they
-/// resolve under any mount point, with or without a trailing slash.
+/// `GET /`: the page, or one of its assets (`?asset=app.js`,
+/// `?asset=card.js`, `?asset=style.css`). Assets hang off the page's own
+/// URL so that they resolve under any mount point, with or without a
+/// trailing slash.
 async fn index(AxumState(shared): AxumState<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
     shared.ensure_sampler();
     let (body, content_type) = match query.as_deref() {
         None | Some("") => (INDEX_HTML, "text/html; charset=utf-8"),
         Some("asset=app.js") => (APP_JS, "text/javascript; charset=utf-8"),
+        Some("asset=card.js") => (CARD_JS, "text/javascript; charset=utf-8"),
         Some("asset=style.css") => (STYLE_CSS, "text/css; charset=utf-8"),
         Some(_) => return error(StatusCode::NOT_FOUND, "no such asset"),
     };
@@ -487,16 +587,20 @@ async fn index(AxumState(shared): AxumState<Arc<Shared>>, RawQuery(query): RawQu
 /// `GET /breakers`.
 async fn list(AxumState(shared): AxumState<Arc<Shared>>) -> Response {
     shared.ensure_sampler();
+    let now = shared.feed().now_ms();
+    let header = shared.header();
     json(
         StatusCode::OK,
         &List {
-            now: shared.feed().now_ms(),
-            controls: shared.token.is_some(),
+            now,
+            controls: header.controls,
+            coordinated: header.coordinated,
+            fleet_controls: header.fleet_controls,
             breakers: shared
                 .source
                 .breakers()
                 .iter()
-                .map(BreakerView::of)
+                .map(|b| BreakerView::of(b, now))
                 .collect(),
         },
     )
@@ -511,16 +615,40 @@ async fn one(
     let Ok(Path(name)) = path else {
         return error(StatusCode::NOT_FOUND, "no such breaker");
     };
-    match shared.source.view(&name) {
+    match shared.view(&name) {
         Some(view) => json(StatusCode::OK, &view),
         None => error(StatusCode::NOT_FOUND, "no such breaker"),
     }
 }
 
-/// `GET /events`: `init` (everything, history included), then `event`
-/// (state changes, resets, storage outages, operator actions) and `sample`
-/// (every breaker, every sample interval). A dashboard that falls behind
-/// gets a fresh `init`.
+/// `GET /breakers/{name}/history`: what a card draws when it opens.
+async fn history(
+    AxumState(shared): AxumState<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    shared.ensure_sampler();
+    let Ok(Path(name)) = path else {
+        return error(StatusCode::NOT_FOUND, "no such breaker");
+    };
+    if shared.view(&name).is_none() {
+        return error(StatusCode::NOT_FOUND, "no such breaker");
+    }
+    let feed = shared.feed();
+    json(
+        StatusCode::OK,
+        &HistoryReply {
+            now: feed.now_ms(),
+            history: feed.history_of(&name),
+            name,
+        },
+    )
+}
+
+/// `GET /events`: `init` (every breaker as a compact row, and the recent
+/// activity), then `delta` (the rows that changed, once per sample
+/// interval, only when something did) and `event` (state changes, resets,
+/// storage outages, operator actions, removals). A dashboard that falls
+/// behind gets a fresh `init`.
 async fn events(
     AxumState(shared): AxumState<Arc<Shared>>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
@@ -575,6 +703,37 @@ enum Connection {
     },
 }
 
+/// Checks the bearer token of an operator request; the 401 to send if it
+/// is missing or wrong (logged with the action and the name, never the
+/// token).
+pub(crate) fn refuse(
+    shared: &Shared,
+    headers: &HeaderMap,
+    action: &'static str,
+    name: Option<&str>,
+) -> Option<Response> {
+    let admitted = shared
+        .token
+        .as_ref()
+        .is_some_and(|token| token.admits(headers));
+    if admitted {
+        return None;
+    }
+    // The name is the client's: logged with Debug, so escaped.
+    tracing::warn!(
+        target: "interlock_admin",
+        action,
+        breaker = ?name.unwrap_or_default(),
+        "operator action refused: missing or wrong bearer token"
+    );
+    let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    response.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"interlock\""),
+    );
+    Some(response)
+}
+
 /// `POST /breakers/{name}/<action>`: the token first (401 and nothing
 /// happens), then the name (404 for an unknown one, which is not created).
 async fn act(
@@ -585,29 +744,14 @@ async fn act(
 ) -> Response {
     shared.ensure_sampler();
     let name = path.ok().map(|Path(name)| name);
-    let admitted = shared
-        .token
-        .as_ref()
-        .is_some_and(|token| token.admits(&headers));
-    if !admitted {
-        // The name is the client's: logged with Debug, so escaped.
-        tracing::warn!(
-            target: "interlock_admin",
-            action = action.as_str(),
-            breaker = ?name.as_deref().unwrap_or_default(),
-            "operator action refused: missing or wrong bearer token"
-        );
-        let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
-        response.headers_mut().insert(
-            WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"interlock\""),
-        );
-        return response;
+    if let Some(refused) = refuse(&shared, &headers, action.as_str(), name.as_deref()) {
+        return refused;
     }
     let Some(name) = name else {
         return error(StatusCode::NOT_FOUND, "no such breaker");
     };
-    let Some((from, to, view)) = shared.source.apply(&name, action) else {
+    let now = shared.feed().now_ms();
+    let Some((from, to, view)) = shared.source.apply(&name, action, now) else {
         tracing::warn!(
             target: "interlock_admin",
             action = action.as_str(),
@@ -626,6 +770,6 @@ async fn act(
     );
     shared
         .feed()
-        .record_action(&name, action.as_str(), from, to);
+        .record_action(&name, action.as_str(), from.as_str(), to.as_str(), None);
     json(StatusCode::OK, &view)
 }

@@ -1,11 +1,12 @@
-//! [`BuildError`]: an admin or feed configuration that cannot work.
+//! [`BuildError`]: an admin, feed or mount configuration that cannot work.
 
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
 /// An invalid [`AdminBuilder`](crate::AdminBuilder) or
-/// [`EventFeedBuilder`](crate::EventFeedBuilder) setting, found by `build()`.
+/// [`EventFeedBuilder`](crate::EventFeedBuilder) setting, found by `build()`,
+/// or a path [`Admin::mount`](crate::Admin::mount) cannot use.
 ///
 /// ```
 /// use interlock_admin::{Admin, BuildError};
@@ -42,6 +43,15 @@ pub enum BuildError {
         /// The window given.
         window: Duration,
     },
+    /// [`Admin::mount`](crate::Admin::mount) was given a path axum cannot
+    /// nest the routes under.
+    #[non_exhaustive]
+    InvalidMountPath {
+        /// The path given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -56,6 +66,9 @@ impl fmt::Display for BuildError {
                 f,
                 "invalid history window: must be between 1s and 24h, got {window:?}"
             ),
+            BuildError::InvalidMountPath { path, reason } => {
+                write!(f, "invalid mount path {path:?}: {reason}")
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! [`EventFeed`]: the listener that records what the dashboard draws.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -10,14 +10,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::error::BuildError;
-use crate::view::LiveView;
+use crate::row::{COLUMNS, Row, SHARED_COLUMNS};
+use crate::tracks::{Entry, History, INIT_ACTIVITY, Tracks};
+use crate::view::{Reading, millis};
 
-/// Most samples kept per breaker, whatever the window and interval.
-pub(crate) const MAX_SAMPLES: usize = 10_000;
-/// Most events kept per breaker for its timeline.
-const MAX_TRACK_EVENTS: usize = 1_000;
-/// Most entries of the shared activity log.
-const MAX_ACTIVITY: usize = 200;
 /// Messages a slow dashboard may fall behind before it is sent a fresh
 /// `init` instead.
 const CHANNEL_CAPACITY: usize = 1_024;
@@ -28,13 +24,17 @@ const CHANNEL_CAPACITY: usize = 1_024;
 /// Add a clone to the [`Registry`](interlock::Registry) builder as a
 /// listener and give another to [`AdminBuilder::feed`](crate::AdminBuilder::feed):
 /// state changes then reach every open dashboard the moment they happen.
-/// Only state changes, resets and storage outages are recorded; the
-/// per-call events return at once without taking a lock, so the feed costs
-/// nothing on the hot path. Failure rates come from the admin's samples.
+/// Only state changes, resets, storage outages and removals are recorded;
+/// the per-call events return at once without taking a lock, so the feed
+/// costs nothing on the hot path. Failure rates come from the admin's
+/// samples, and open dashboards receive only what changed since the last
+/// one.
 ///
-/// It keeps, per breaker, the samples and events of the last
-/// [`history`](EventFeedBuilder::history) (5 minutes by default, at most
-/// 10,000 samples), plus the last 200 entries of an activity log.
+/// It keeps, per breaker, a timeline of the last
+/// [`history`](EventFeedBuilder::history) (5 minutes by default) that holds
+/// one point per change of state or rate (at most 10,000), the breaker's
+/// events over the same time, plus the last 200 entries of an activity log.
+/// A breaker the registry no longer lists is forgotten at the next sample.
 ///
 /// ```
 /// use interlock::{Registry, State};
@@ -57,6 +57,8 @@ pub(crate) struct FeedInner {
     window: Duration,
     tx: broadcast::Sender<Arc<Message>>,
     state: Mutex<Tracks>,
+    /// Bumped before each listing of the registry (see [`Tracks::sample`]).
+    epoch: AtomicU64,
 }
 
 /// One server-sent event, rendered once for every subscriber.
@@ -64,58 +66,6 @@ pub(crate) struct FeedInner {
 pub(crate) struct Message {
     pub(crate) event: &'static str,
     pub(crate) data: String,
-}
-
-#[derive(Default)]
-pub(crate) struct Tracks {
-    by_name: HashMap<Box<str>, Track>,
-    activity: VecDeque<Arc<Entry>>,
-}
-
-#[derive(Default)]
-struct Track {
-    samples: VecDeque<Sample>,
-    events: VecDeque<Arc<Entry>>,
-    last_state: Option<State>,
-}
-
-/// One point of a breaker's timeline.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub(crate) struct Sample {
-    /// Milliseconds on the feed's clock.
-    pub(crate) t: u64,
-    pub(crate) state: &'static str,
-    pub(crate) failure_rate: f64,
-    pub(crate) slow_call_rate: f64,
-    pub(crate) calls: u64,
-}
-
-/// Something that happened to one breaker.
-#[derive(Debug, Serialize)]
-pub(crate) struct Entry {
-    /// Milliseconds on the feed's clock.
-    pub(crate) t: u64,
-    pub(crate) breaker: Box<str>,
-    /// `state_changed`, `reset`, `storage_degraded`, `storage_recovered` or
-    /// `operator`.
-    pub(crate) kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) from: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) to: Option<&'static str>,
-    /// The operator action (`force_open`, `disable`, `metrics_only`, `reset`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) action: Option<&'static str>,
-    /// A storage error's message, or how a change was noticed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) detail: Option<String>,
-}
-
-/// The history of one breaker, as `init` sends it.
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct History {
-    pub(crate) samples: Vec<Sample>,
-    pub(crate) events: Vec<Arc<Entry>>,
 }
 
 impl EventFeed {
@@ -160,6 +110,7 @@ impl EventFeed {
                 window,
                 tx,
                 state: Mutex::new(Tracks::default()),
+                epoch: AtomicU64::new(0),
             }),
         }
     }
@@ -211,7 +162,8 @@ impl EventListener for EventFeed {
         let inner = &self.inner;
         let t = inner.now_ms();
         let mut tracks = inner.lock();
-        let track = tracks.by_name.entry(breaker.into()).or_default();
+        let epoch = inner.epoch.load(Ordering::Acquire);
+        let track = tracks.track(breaker, epoch);
         if let Some(to) = to {
             if track.last_state == Some(to) {
                 // A sample already saw this change (the listener runs just
@@ -221,13 +173,10 @@ impl EventListener for EventFeed {
             track.last_state = Some(to);
         }
         let entry = Entry {
-            t,
-            breaker: breaker.into(),
-            kind,
             from: from.map(State::as_str),
             to: to.map(State::as_str),
-            action: None,
             detail,
+            ..Entry::new(t, breaker, kind)
         };
         inner.push_entry(&mut tracks, entry);
     }
@@ -283,47 +232,35 @@ impl FeedInner {
         self.clock.now().as_nanos() / 1_000_000
     }
 
-    pub(crate) fn window(&self) -> Duration {
-        self.window
-    }
-
     pub(crate) fn lock(&self) -> MutexGuard<'_, Tracks> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A receiver of every message sent from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Message>> {
-        self.tx.subscribe()
+    /// Starts a sample: call before listing the registry, and pass the
+    /// epoch to [`sample`](Self::sample) or [`subscribe`](Self::subscribe).
+    pub(crate) fn begin_sample(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// The oldest time still kept, in ms.
     fn horizon(&self, now: u64) -> u64 {
-        let window = u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX);
-        now.saturating_sub(window)
+        now.saturating_sub(millis(self.window))
     }
 
-    /// Records `entry` on its breaker's track and in the activity log, and
-    /// broadcasts it. Called with the lock held, so messages go out in the
-    /// order the history records them.
+    /// Records `entry` and broadcasts it as an `event`. Called with the
+    /// lock held, so messages go out in the order the history records them.
     fn push_entry(&self, tracks: &mut Tracks, entry: Entry) {
         let horizon = self.horizon(entry.t);
-        let entry = Arc::new(entry);
-        let track = tracks.by_name.entry(entry.breaker.clone()).or_default();
-        track.events.push_back(Arc::clone(&entry));
-        while track.events.len() > MAX_TRACK_EVENTS
-            || track.events.front().is_some_and(|e| e.t < horizon)
-        {
-            track.events.pop_front();
-        }
-        tracks.activity.push_back(Arc::clone(&entry));
-        while tracks.activity.len() > MAX_ACTIVITY {
-            tracks.activity.pop_front();
-        }
+        let entry = tracks.push_entry(entry, horizon);
+        self.send_entry(&entry);
+    }
+
+    fn send_entry(&self, entry: &Entry) {
         self.send(
             "event",
             &EventMessage {
                 now: entry.t,
-                entry: &entry,
+                entry,
             },
         );
     }
@@ -333,96 +270,108 @@ impl FeedInner {
         &self,
         breaker: &str,
         action: &'static str,
-        from: State,
-        to: State,
+        from: &'static str,
+        to: &'static str,
+        detail: Option<String>,
     ) {
         let t = self.now_ms();
         let mut tracks = self.lock();
         let entry = Entry {
-            t,
-            breaker: breaker.into(),
-            kind: "operator",
-            from: Some(from.as_str()),
-            to: Some(to.as_str()),
+            from: Some(from),
+            to: Some(to),
             action: Some(action),
-            detail: None,
+            detail,
+            ..Entry::new(t, breaker, "operator")
         };
         self.push_entry(&mut tracks, entry);
     }
 
-    /// Takes one sample of every breaker `read` returns, under the feed's
-    /// lock so that no event is recorded between the reads and the
-    /// broadcast; records a state change the events have not reported yet
-    /// (or never will: a feed the registry does not report to).
-    pub(crate) fn sample(&self, read: impl FnOnce() -> Vec<LiveView>) {
-        let mut tracks = self.lock();
+    /// Forgets a breaker the registry removed, and tells every dashboard.
+    #[allow(
+        dead_code,
+        reason = "for `Event::BreakerRemoved`, once the registry can forget breakers"
+    )]
+    pub(crate) fn forget(&self, breaker: &str) {
         let t = self.now_ms();
-        let horizon = self.horizon(t);
-        let views = read();
-        for view in &views {
-            let state = view.state;
-            let track = tracks.by_name.entry(view.name.as_str().into()).or_default();
-            let known = track.last_state.map(State::as_str);
-            let sample = Sample {
-                t,
-                state,
-                failure_rate: view.failure_rate,
-                slow_call_rate: view.slow_call_rate,
-                calls: view.snapshot.total_calls,
-            };
-            // A clock that did not move (a paused or manual clock)
-            // replaces the last sample instead of stacking another.
-            match track.samples.back_mut() {
-                Some(last) if last.t >= t => *last = sample,
-                _ => track.samples.push_back(sample),
-            }
-            while track.samples.len() > MAX_SAMPLES
-                || track.samples.front().is_some_and(|s| s.t < horizon)
-            {
-                track.samples.pop_front();
-            }
-            match known {
-                None => track.last_state = state.parse().ok(),
-                Some(known) if known != state => {
-                    track.last_state = state.parse().ok();
-                    let entry = Entry {
-                        t,
-                        breaker: view.name.as_str().into(),
-                        kind: "state_changed",
-                        from: Some(known),
-                        to: Some(state),
-                        action: None,
-                        detail: Some("seen by sampling".to_owned()),
-                    };
-                    self.push_entry(&mut tracks, entry);
-                }
-                Some(_) => {}
-            }
+        let mut tracks = self.lock();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if let Some(entry) = tracks.forget(breaker, t, epoch) {
+            self.send_entry(&entry);
         }
-        self.send(
-            "sample",
-            &SampleMessage {
-                now: t,
-                breakers: &views,
-            },
-        );
+    }
+
+    /// Samples every breaker `read` returns (the registry as listed at
+    /// `epoch`), under the feed's lock so that no event is recorded
+    /// between the reads and the broadcast (a breaker never reports to its
+    /// listeners while its own lock is held, so reading it here cannot
+    /// deadlock). Broadcasts state changes the events have not reported
+    /// (or never will: a feed the registry does not report to), removals,
+    /// then one `delta` with the rows that changed, if any.
+    pub(crate) fn sample(&self, epoch: u64, read: impl FnOnce() -> Vec<Reading>) {
+        let mut tracks = self.lock();
+        let _ = self.sample_locked(&mut tracks, epoch, read);
+    }
+
+    fn sample_locked(
+        &self,
+        tracks: &mut Tracks,
+        epoch: u64,
+        read: impl FnOnce() -> Vec<Reading>,
+    ) -> (u64, Vec<Reading>) {
+        let now = self.now_ms();
+        let readings = read();
+        let sampled = tracks.sample(now, self.horizon(now), epoch, &readings);
+        for entry in &sampled.entries {
+            self.send_entry(entry);
+        }
+        if !sampled.changed.is_empty() {
+            self.send(
+                "delta",
+                &Delta {
+                    now,
+                    changed: &sampled.changed,
+                },
+            );
+        }
+        (now, readings)
+    }
+
+    /// A fresh sample (broadcast to the dashboards already open), then the
+    /// `init` message of a new one and a receiver of everything after it,
+    /// all under the feed's lock: nothing is missed or sent twice.
+    pub(crate) fn subscribe(
+        &self,
+        epoch: u64,
+        read: impl FnOnce() -> Vec<Reading>,
+        header: InitHeader,
+    ) -> (broadcast::Receiver<Arc<Message>>, String) {
+        let mut tracks = self.lock();
+        let (now, readings) = self.sample_locked(&mut tracks, epoch, read);
+        let receiver = self.tx.subscribe();
+        let rows: Vec<&Row> = readings
+            .iter()
+            .filter_map(|r| tracks.by_name.get(r.name.as_str())?.row.as_ref())
+            .collect();
+        let init = Init {
+            now,
+            history_secs: self.window.as_secs_f64(),
+            header,
+            columns: &COLUMNS,
+            shared_columns: &SHARED_COLUMNS,
+            breakers: rows,
+            activity: tracks.activity(INIT_ACTIVITY),
+        };
+        let data = serde_json::to_string(&init).unwrap_or_else(|error| {
+            tracing::error!(target: "interlock_admin", %error, "could not encode the dashboard's init message");
+            "{}".to_owned()
+        });
+        drop(tracks);
+        (receiver, data)
     }
 
     /// The history of `name` (empty if the feed has none).
-    pub(crate) fn history_of(tracks: &Tracks, name: &str) -> History {
-        tracks
-            .by_name
-            .get(name)
-            .map(|track| History {
-                samples: track.samples.iter().copied().collect(),
-                events: track.events.iter().cloned().collect(),
-            })
-            .unwrap_or_default()
-    }
-
-    /// The shared activity log, oldest first.
-    pub(crate) fn activity(tracks: &Tracks) -> Vec<Arc<Entry>> {
-        tracks.activity.iter().cloned().collect()
+    pub(crate) fn history_of(&self, name: &str) -> History {
+        self.lock().history_of(name)
     }
 
     fn send(&self, event: &'static str, payload: &impl Serialize) {
@@ -441,6 +390,30 @@ impl FeedInner {
     }
 }
 
+/// What `init` says about the admin itself.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct InitHeader {
+    pub(crate) sample_interval_secs: f64,
+    /// Whether the operator routes exist (a token is configured).
+    pub(crate) controls: bool,
+    /// Whether the registry is coordinated: the rows carry shared views.
+    pub(crate) coordinated: bool,
+    /// Whether the fleet-wide routes exist (coordinated, with a token).
+    pub(crate) fleet_controls: bool,
+}
+
+#[derive(Serialize)]
+struct Init<'a> {
+    now: u64,
+    history_secs: f64,
+    #[serde(flatten)]
+    header: InitHeader,
+    columns: &'a [&'a str],
+    shared_columns: &'a [&'a str],
+    breakers: Vec<&'a Row>,
+    activity: Vec<Arc<Entry>>,
+}
+
 #[derive(Serialize)]
 struct EventMessage<'a> {
     now: u64,
@@ -449,130 +422,7 @@ struct EventMessage<'a> {
 }
 
 #[derive(Serialize)]
-struct SampleMessage<'a> {
+struct Delta<'a> {
     now: u64,
-    breakers: &'a [LiveView],
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::view::SnapshotView;
-    use interlock::ManualClock;
-
-    fn live(name: &str, state: State, failed: u64) -> LiveView {
-        LiveView {
-            name: name.to_owned(),
-            state: state.as_str(),
-            snapshot: SnapshotView {
-                total_calls: 10,
-                failed_calls: failed,
-                slow_calls: 0,
-            },
-            failure_rate: failed as f64 / 10.0,
-            slow_call_rate: 0.0,
-            retry_after_secs: None,
-            last_failure: None,
-            is_coordinated: false,
-            is_degraded: false,
-        }
-    }
-
-    #[test]
-    fn samples_older_than_the_window_are_dropped() {
-        let clock = ManualClock::new();
-        let feed = EventFeed::builder()
-            .clock(clock.clone())
-            .history(Duration::from_secs(10))
-            .build()
-            .unwrap();
-        for _ in 0..30 {
-            clock.advance(Duration::from_secs(1));
-            feed.inner.sample(|| vec![live("a", State::Closed, 1)]);
-        }
-        let tracks = feed.inner.lock();
-        let history = FeedInner::history_of(&tracks, "a");
-        assert_eq!(
-            history.samples.len(),
-            11,
-            "the last 10 s, both ends included"
-        );
-        assert!(history.samples.windows(2).all(|w| w[0].t < w[1].t));
-    }
-
-    #[test]
-    fn a_frozen_clock_replaces_the_last_sample() {
-        let clock = ManualClock::new();
-        let feed = EventFeed::builder().clock(clock).build().unwrap();
-        feed.inner.sample(|| vec![live("a", State::Closed, 1)]);
-        feed.inner.sample(|| vec![live("a", State::Closed, 7)]);
-        let tracks = feed.inner.lock();
-        let history = FeedInner::history_of(&tracks, "a");
-        assert_eq!(history.samples.len(), 1);
-        assert_eq!(history.samples[0].failure_rate, 0.7);
-    }
-
-    #[test]
-    fn sampling_records_changes_no_event_reported_and_events_are_not_doubled() {
-        let clock = ManualClock::new();
-        let feed = EventFeed::builder().clock(clock.clone()).build().unwrap();
-        feed.inner.sample(|| vec![live("a", State::Closed, 0)]);
-        clock.advance(Duration::from_secs(1));
-        feed.inner.sample(|| vec![live("a", State::Open, 6)]);
-        // The listener's event for the same change arrives late.
-        feed.on_event(&Event::state_changed("a", State::Closed, State::Open));
-        feed.on_event(&Event::state_changed("a", State::Open, State::HalfOpen));
-        let tracks = feed.inner.lock();
-        let kinds: Vec<_> = FeedInner::history_of(&tracks, "a")
-            .events
-            .iter()
-            .map(|e| (e.from, e.to, e.detail.is_some()))
-            .collect();
-        assert_eq!(
-            kinds,
-            [
-                (Some("closed"), Some("open"), true),
-                (Some("open"), Some("half_open"), false)
-            ]
-        );
-    }
-
-    #[test]
-    fn per_call_events_are_ignored() {
-        let feed = EventFeed::new();
-        feed.on_event(&Event::call_rejected("a", State::Open));
-        feed.on_event(&Event::call_recorded(
-            "a",
-            interlock::Outcome::Failure,
-            Duration::ZERO,
-        ));
-        assert!(feed.inner.lock().by_name.is_empty());
-    }
-
-    #[test]
-    fn the_activity_log_is_bounded() {
-        let feed = EventFeed::new();
-        for i in 0..(MAX_ACTIVITY + 50) {
-            feed.inner
-                .record_action(&format!("b{i}"), "reset", State::Open, State::Closed);
-        }
-        let tracks = feed.inner.lock();
-        let activity = FeedInner::activity(&tracks);
-        assert_eq!(activity.len(), MAX_ACTIVITY);
-        assert_eq!(&*activity[0].breaker, "b50");
-    }
-
-    #[test]
-    fn history_window_is_validated() {
-        for bad in [
-            Duration::ZERO,
-            Duration::from_millis(999),
-            Duration::from_secs(86_401),
-        ] {
-            assert!(matches!(
-                EventFeed::builder().history(bad).build(),
-                Err(BuildError::InvalidHistory { .. })
-            ));
-        }
-    }
+    changed: &'a [Row],
 }

@@ -1,9 +1,12 @@
-//! The JSON shapes of `GET /breakers`, the SSE messages and the history.
+//! One read of a breaker, and the JSON shape of `GET /breakers`.
 
 use std::time::Duration;
 
 use interlock::mode::Mode;
-use interlock::{CircuitBreaker, Config, HalfOpenPolicy, SlidingWindow, Snapshot, TripPolicy};
+use interlock::storage::SharedState;
+use interlock::{
+    CircuitBreaker, Config, HalfOpenPolicy, SlidingWindow, Snapshot, State, Timestamp, TripPolicy,
+};
 use serde::Serialize;
 
 /// Seconds as a JSON number.
@@ -11,36 +14,63 @@ pub(crate) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// Everything `GET /breakers` says about one breaker: the live fields,
-/// then the ones that rarely change.
-#[derive(Debug, Serialize)]
-pub(crate) struct BreakerView {
-    #[serde(flatten)]
-    pub(crate) live: LiveView,
-    pub(crate) generation: u64,
-    pub(crate) shared: Option<SharedView>,
-    pub(crate) config: ConfigView,
+/// Milliseconds of a duration, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-impl BreakerView {
-    pub(crate) fn of<M: Mode>(breaker: &CircuitBreaker<M>) -> BreakerView {
-        BreakerView {
-            live: LiveView::of(breaker),
-            generation: breaker.generation(),
-            shared: breaker.shared_view().map(|s| SharedView {
-                state: s.state.as_str(),
-                version: s.version,
-            }),
-            config: ConfigView::of(breaker.config()),
+/// One read of a breaker: everything the views are made of, taken in one
+/// pass (a few short locks of the breaker, no storage call).
+#[derive(Debug)]
+pub(crate) struct Reading {
+    pub(crate) name: String,
+    pub(crate) state: State,
+    pub(crate) snapshot: Snapshot,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) degraded: bool,
+    pub(crate) coordinated: bool,
+    pub(crate) shared: Option<SharedState>,
+    /// On the breaker's clock, as `now`.
+    pub(crate) since: Timestamp,
+    pub(crate) created: Timestamp,
+    pub(crate) now: Timestamp,
+    pub(crate) failure_rate_threshold: f64,
+}
+
+impl Reading {
+    pub(crate) fn of<M: Mode>(breaker: &CircuitBreaker<M>) -> Reading {
+        Reading {
+            name: breaker.name().to_owned(),
+            state: breaker.state(),
+            snapshot: breaker.snapshot(),
+            retry_after: breaker.retry_after(),
+            degraded: breaker.is_degraded(),
+            coordinated: breaker.is_coordinated(),
+            shared: breaker.shared_view(),
+            since: breaker.state_since(),
+            created: breaker.created_at(),
+            now: breaker.now(),
+            failure_rate_threshold: breaker.config().failure_rate_threshold(),
         }
+    }
+
+    /// `t` of the breaker's clock on a clock whose reading now is
+    /// `feed_now` ms, through the time elapsed since (so the two clocks
+    /// need not share an origin).
+    pub(crate) fn to_feed_ms(&self, t: Timestamp, feed_now: u64) -> u64 {
+        feed_now.saturating_sub(millis(self.now.saturating_duration_since(t)))
     }
 }
 
-/// What changes from second to second: one breaker in a `sample` message.
+/// Everything `GET /breakers` says about one breaker.
 #[derive(Debug, Serialize)]
-pub(crate) struct LiveView {
+pub(crate) struct BreakerView {
     pub(crate) name: String,
     pub(crate) state: &'static str,
+    /// When the current state began, in ms of the feed's clock (as `now`).
+    pub(crate) state_since: u64,
+    /// When the breaker was created, in ms of the feed's clock.
+    pub(crate) created_at: u64,
     pub(crate) snapshot: SnapshotView,
     pub(crate) failure_rate: f64,
     pub(crate) slow_call_rate: f64,
@@ -48,24 +78,33 @@ pub(crate) struct LiveView {
     pub(crate) last_failure: Option<FailureView>,
     pub(crate) is_coordinated: bool,
     pub(crate) is_degraded: bool,
+    pub(crate) generation: u64,
+    pub(crate) shared: Option<SharedView>,
+    pub(crate) config: ConfigView,
 }
 
-impl LiveView {
-    pub(crate) fn of<M: Mode>(breaker: &CircuitBreaker<M>) -> LiveView {
-        let snapshot = breaker.snapshot();
-        LiveView {
-            name: breaker.name().to_owned(),
-            state: breaker.state().as_str(),
-            snapshot: SnapshotView::from(snapshot),
-            failure_rate: snapshot.failure_rate(),
-            slow_call_rate: snapshot.slow_call_rate(),
-            retry_after_secs: breaker.retry_after().map(secs),
+impl BreakerView {
+    /// The view of `breaker`, its times on a clock reading `feed_now` ms.
+    pub(crate) fn of<M: Mode>(breaker: &CircuitBreaker<M>, feed_now: u64) -> BreakerView {
+        let r = Reading::of(breaker);
+        BreakerView {
+            state: r.state.as_str(),
+            state_since: r.to_feed_ms(r.since, feed_now),
+            created_at: r.to_feed_ms(r.created, feed_now),
+            snapshot: SnapshotView::from(r.snapshot),
+            failure_rate: r.snapshot.failure_rate(),
+            slow_call_rate: r.snapshot.slow_call_rate(),
+            retry_after_secs: r.retry_after.map(secs),
             last_failure: breaker.last_failure().map(|f| FailureView {
                 type_name: f.type_name(),
                 message: f.message().to_owned(),
             }),
-            is_coordinated: breaker.is_coordinated(),
-            is_degraded: breaker.is_degraded(),
+            is_coordinated: r.coordinated,
+            is_degraded: r.degraded,
+            generation: breaker.generation(),
+            shared: r.shared.as_ref().map(SharedView::from),
+            config: ConfigView::of(breaker.config()),
+            name: r.name,
         }
     }
 }
@@ -95,11 +134,35 @@ pub(crate) struct FailureView {
     pub(crate) message: String,
 }
 
-/// The cached shared state of a coordinated breaker.
-#[derive(Debug, Serialize)]
+/// The shared state of a coordinated breaker, as this instance last read
+/// it from the storage (or as a fleet write answered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct SharedView {
     pub(crate) state: &'static str,
     pub(crate) version: u64,
+    /// When the shared OPEN began, in ms of the storage's clock (Unix time
+    /// for Redis).
+    pub(crate) opened_at: u64,
+    pub(crate) probes_permitted: u32,
+    pub(crate) probes_remaining: u32,
+    pub(crate) probes_completed: u32,
+    pub(crate) probe_failures: u32,
+    pub(crate) probe_slows: u32,
+}
+
+impl From<&SharedState> for SharedView {
+    fn from(s: &SharedState) -> Self {
+        SharedView {
+            state: s.state.as_str(),
+            version: s.version,
+            opened_at: s.opened_at.as_nanos() / 1_000_000,
+            probes_permitted: s.probes_permitted,
+            probes_remaining: s.probes_remaining,
+            probes_completed: s.probes_completed,
+            probe_failures: s.probe_failures,
+            probe_slows: s.probe_slows,
+        }
+    }
 }
 
 /// The config fields an operator reads.

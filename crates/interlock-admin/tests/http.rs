@@ -120,6 +120,10 @@ async fn breakers_json_reports_state_rates_config_and_last_failure() {
     assert_eq!(p["is_coordinated"], false);
     assert_eq!(p["is_degraded"], false);
     assert_eq!(p["shared"], Value::Null);
+    let now = list["now"].as_u64().unwrap();
+    let since = p["state_since"].as_u64().unwrap();
+    let created = p["created_at"].as_u64().unwrap();
+    assert!(created <= since && since <= now, "{created} {since} {now}");
     let config = &p["config"];
     assert_eq!(config["failure_rate_threshold"], 0.5);
     assert_eq!(config["minimum_number_of_calls"], 4);
@@ -344,16 +348,19 @@ async fn hostile_names_are_data_in_json_and_routable() {
     let page = app.http.get("/interlock").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(!page.text().contains("alert"));
-    // Its script never writes markup from data.
-    let script = app.http.get("/interlock?asset=app.js").await;
-    for sink in [
-        "innerHTML",
-        "outerHTML",
-        "insertAdjacentHTML",
-        "document.write",
-        "eval(",
-    ] {
-        assert!(!script.text().contains(sink), "app.js uses {sink}");
+    // Its scripts never write markup from data.
+    for asset in ["app.js", "card.js"] {
+        let script = app.http.get(&format!("/interlock?asset={asset}")).await;
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "new Function",
+        ] {
+            assert!(!script.text().contains(sink), "{asset} uses {sink}");
+        }
     }
 }
 
@@ -366,10 +373,17 @@ async fn event_stream_starts_with_init_and_delivers_a_state_change() {
     let init = events.next().await;
     assert_eq!(init.event, "init");
     assert_eq!(init.data["controls"], true);
+    assert_eq!(init.data["coordinated"], false);
+    assert_eq!(init.data["fleet_controls"], false);
     assert_eq!(init.data["history_secs"], 300.0);
-    assert_eq!(init.data["breakers"][0]["name"], "payments");
-    assert_eq!(init.data["breakers"][0]["state"], "closed");
-    assert!(init.data["breakers"][0]["history"]["samples"].is_array());
+    let columns = init.data["columns"].as_array().unwrap();
+    assert_eq!(columns[0], "name");
+    assert_eq!(columns[1], "state");
+    // Rows are arrays in the announced column order, without history.
+    let row = &init.data["breakers"][0];
+    assert_eq!(row.as_array().unwrap().len(), columns.len());
+    assert_eq!(row[0], "payments");
+    assert_eq!(row[1], "closed");
 
     trip(&app.registry, "payments");
     let change = events
@@ -384,19 +398,25 @@ async fn event_stream_starts_with_init_and_delivers_a_state_change() {
     assert!(change.data["t"].as_u64().is_some());
     assert!(change.data["now"].as_u64().is_some());
 
-    // A dashboard opened later gets the change in its history.
+    // A dashboard opened later gets the change in the breaker's history
+    // and the activity log.
     let mut late = app.http.events("/interlock/events").await;
     let init = late.next().await;
-    let history = &init.data["breakers"][0]["history"]["events"];
+    assert_eq!(init.data["breakers"][0][1], "open");
+    assert_eq!(init.data["activity"].as_array().unwrap().len(), 1);
+    let history = app
+        .http
+        .get("/interlock/breakers/payments/history")
+        .await
+        .json();
     assert!(
-        history
+        history["events"]
             .as_array()
             .unwrap()
             .iter()
             .any(|e| e["kind"] == "state_changed" && e["to"] == "open"),
         "{history}"
     );
-    assert_eq!(init.data["activity"].as_array().unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,36 +467,37 @@ async fn every_dashboard_sees_operator_actions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn samples_stream_failure_rates_for_the_timeline() {
+async fn deltas_stream_failure_rates_for_the_timeline() {
     let app = app(None).await;
     let payments = app.registry.get("payments");
+    let mut events = app.http.events("/interlock/events").await;
+    assert_eq!(events.next().await.event, "init");
     let _ = payments.call(|| Ok::<_, std::io::Error>(()));
     let _ = payments.call(|| Ok::<_, std::io::Error>(()));
     let _ = payments.call(|| Err::<(), _>(std::io::Error::other("timeout")));
-    let mut events = app.http.events("/interlock/events").await;
-    let sample = events
-        .until("a sample with payments' rate", |m| {
-            m.event == "sample" && m.data["breakers"][0]["snapshot"]["total_calls"] == 3
+    let delta = events
+        .until("a delta with payments' rate", |m| {
+            m.event == "delta" && m.data["changed"][0][4] == 3
         })
         .await;
-    let b = &sample.data["breakers"][0];
-    assert_eq!(b["name"], "payments");
-    assert_eq!(b["state"], "closed");
-    let rate = b["failure_rate"].as_f64().unwrap();
-    assert!((rate - 1.0 / 3.0).abs() < 1e-9, "{rate}");
-    // Samples are kept: a later dashboard draws them.
-    let mut late = app.http.events("/interlock/events").await;
-    let init = late.next().await;
-    let samples = init.data["breakers"][0]["history"]["samples"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let row = &delta.data["changed"][0];
+    assert_eq!(row[0], "payments");
+    assert_eq!(row[1], "closed");
+    assert_eq!(row[2], 0.3333, "rounded to 0.01 %");
+    // The timeline keeps it: a card opened later draws it.
+    let history = app
+        .http
+        .get("/interlock/breakers/payments/history")
+        .await
+        .json();
+    let samples = history["samples"].as_array().unwrap();
     assert!(!samples.is_empty());
     assert!(
         samples
             .iter()
             .all(|s| s["t"].as_u64().is_some() && s["state"] == "closed")
     );
+    assert_eq!(samples.last().unwrap()["failure_rate"], 0.3333);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -505,6 +526,8 @@ async fn the_page_and_its_assets_work_under_a_prefix_and_load_nothing_external()
         script.header("content-type"),
         Some("text/javascript; charset=utf-8")
     );
+    let card = app.http.get("/interlock?asset=card.js").await;
+    assert_eq!(card.status, StatusCode::OK);
     let style = app.http.get("/interlock?asset=style.css").await;
     assert_eq!(style.status, StatusCode::OK);
     assert_eq!(
@@ -519,7 +542,7 @@ async fn the_page_and_its_assets_work_under_a_prefix_and_load_nothing_external()
         StatusCode::NOT_FOUND
     );
 
-    for body in [page.text(), script.text(), style.text()] {
+    for body in [page.text(), script.text(), card.text(), style.text()] {
         for external in ["http://", "https://", "//cdn", "@import"] {
             // The SVG namespace is an identifier, not a load.
             let loads = body.replace("http://www.w3.org/2000/svg", "");

@@ -5,6 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::io;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Exit code of a failure to reach or use Redis, or of any other error.
 pub(crate) const EXIT_ERROR: u8 = 1;
@@ -28,6 +29,15 @@ pub(crate) enum CliError {
         url: String,
         source: redis::RedisError,
     },
+    /// Redis at `url` (redacted) did not answer within `timeout`: stopped,
+    /// paused or overloaded.
+    NoAnswer { url: String, timeout: Duration },
+    /// The key of breaker `name` holds a value of another type.
+    WrongType {
+        name: String,
+        key: String,
+        kind: String,
+    },
     /// A storage or inspection operation failed (Redis down mid-way, or a
     /// hash the storage refuses).
     Storage {
@@ -50,9 +60,11 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> ExitCode {
         ExitCode::from(match self {
             CliError::Usage(_) => EXIT_USAGE,
-            CliError::Unreachable { .. } | CliError::Storage { .. } | CliError::Output(_) => {
-                EXIT_ERROR
-            }
+            CliError::Unreachable { .. }
+            | CliError::NoAnswer { .. }
+            | CliError::WrongType { .. }
+            | CliError::Storage { .. }
+            | CliError::Output(_) => EXIT_ERROR,
             CliError::Absent { .. } => EXIT_ABSENT,
             CliError::Changed { .. } => EXIT_CHANGED,
             CliError::Declined(_) => EXIT_DECLINED,
@@ -75,6 +87,21 @@ impl CliError {
     pub(crate) fn is_broken_pipe(&self) -> bool {
         matches!(self, CliError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
     }
+}
+
+/// Whether `error` (a storage error) is Redis not answering in time.
+pub(crate) fn is_timeout(error: &(dyn StdError + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(e) = e.downcast_ref::<interlock_redis::Error>() {
+            return e.redis_error().is_some_and(redis::RedisError::is_timeout);
+        }
+        if let Some(e) = e.downcast_ref::<redis::RedisError>() {
+            return e.is_timeout();
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// `error` and each of its sources, joined by `: `, without repeating a
@@ -100,6 +127,17 @@ impl fmt::Display for CliError {
             CliError::Unreachable { url, source } => {
                 write!(f, "cannot connect to redis at {url}: {}", chain(source))
             }
+            CliError::NoAnswer { url, timeout } => write!(
+                f,
+                "redis at {url} did not answer within {} (is it stopped, paused or overloaded? \
+                 --timeout sets how long to wait)",
+                crate::duration::human(*timeout)
+            ),
+            CliError::WrongType { name, key, kind } => write!(
+                f,
+                "the key of {name}, `{key}`, holds a {kind}, not a breaker's state (a hash): \
+                 something other than interlock wrote it"
+            ),
             CliError::Storage { context, source } => {
                 write!(f, "{context}: {}", chain(source.as_ref()))
             }

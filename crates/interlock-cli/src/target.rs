@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use interlock::Timestamp;
-use interlock::storage::{PollRequest, SharedState, Storage};
+use interlock::storage::{PollRequest, SharedState, Storage, StorageError};
 use interlock_redis::RedisStorage;
 use interlock_redis::inspect::{self, Expiry};
 
@@ -124,26 +124,70 @@ impl Target {
         &self.storage
     }
 
-    /// The inspection connection, made (again) if needed.
+    /// The inspection connection, made (again) if needed, within
+    /// `--timeout` in all: the client's own connect runs its handshake with
+    /// a timeout per step, so a server that accepts connections but never
+    /// answers (stopped, paused) would otherwise take a multiple of it.
     fn connection(&mut self) -> Result<&mut redis::Connection, CliError> {
         let con = match self.connection.take() {
             Some(con) => con,
             None => {
-                let unreachable = |source| CliError::Unreachable {
-                    url: self.url.clone(),
-                    source,
-                };
-                let con = self
-                    .client
-                    .get_connection_with_timeout(self.timeout)
-                    .map_err(unreachable)?;
-                con.set_read_timeout(Some(self.timeout))
-                    .and_then(|()| con.set_write_timeout(Some(self.timeout)))
-                    .map_err(unreachable)?;
-                con
+                let (client, timeout) = (self.client.clone(), self.timeout);
+                let connect = within(timeout, move || {
+                    let con = client.get_connection_with_timeout(timeout)?;
+                    con.set_read_timeout(Some(timeout))?;
+                    con.set_write_timeout(Some(timeout))?;
+                    Ok::<_, redis::RedisError>(con)
+                });
+                match connect {
+                    Some(Ok(con)) => con,
+                    Some(Err(e)) if !e.is_timeout() => {
+                        return Err(CliError::Unreachable {
+                            url: self.url.clone(),
+                            source: e,
+                        });
+                    }
+                    _ => return Err(self.no_answer()),
+                }
             }
         };
         Ok(self.connection.insert(con))
+    }
+
+    /// The error for a server that did not answer in time.
+    fn no_answer(&self) -> CliError {
+        CliError::NoAnswer {
+            url: self.url.clone(),
+            timeout: self.timeout,
+        }
+    }
+
+    /// A storage error with what was being done; a timeout says plainly
+    /// that Redis did not answer.
+    pub(crate) fn storage_error(&self, context: String, error: StorageError) -> CliError {
+        if crate::error::is_timeout(error.as_ref()) {
+            self.no_answer()
+        } else {
+            CliError::storage(context, error)
+        }
+    }
+
+    /// The plain error for a key of another type than a breaker's hash
+    /// (`WRONGTYPE`), or `None` if `error` is something else.
+    fn wrong_type(&mut self, name: &str, error: &StorageError) -> Option<CliError> {
+        let e = error.downcast_ref::<interlock_redis::Error>()?;
+        if e.server_code() != Some("WRONGTYPE") {
+            return None;
+        }
+        let key = self.storage.key(name);
+        let kind = self
+            .inspect(|con| inspect::key_type(con, &key))
+            .unwrap_or_else(|_| "value of another type".to_owned());
+        Some(CliError::WrongType {
+            name: crate::render::name(name).into_owned(),
+            key,
+            kind,
+        })
     }
 
     /// Runs an inspection step; a failed step drops the connection, so the
@@ -156,7 +200,7 @@ impl Target {
         let result = step(self.connection()?);
         result.map_err(|e| {
             self.connection = None;
-            CliError::storage(format!("redis at {url}"), e)
+            self.storage_error(format!("redis at {url}"), Box::new(e))
         })
     }
 
@@ -175,10 +219,14 @@ impl Target {
     /// # Errors
     ///
     /// When Redis does not answer or refuses the data under the key.
-    pub(crate) fn read(&self, name: &str) -> Result<Option<SharedState>, CliError> {
-        self.storage
-            .read(name)
-            .map_err(|e| CliError::storage(format!("cannot read {}", crate::render::name(name)), e))
+    pub(crate) fn read(&mut self, name: &str) -> Result<Option<SharedState>, CliError> {
+        match self.storage.read(name) {
+            Ok(state) => Ok(state),
+            Err(e) => Err(match self.wrong_type(name, &e) {
+                Some(plain) => plain,
+                None => self.storage_error(format!("cannot read {}", crate::render::name(name)), e),
+            }),
+        }
     }
 
     /// One breaker with its key's expiry, or `None` when it has no key.
@@ -225,7 +273,7 @@ impl Target {
         let answers = self
             .storage
             .poll_many(&requests)
-            .map_err(|e| CliError::storage(format!("redis at {}", self.url), e))?;
+            .map_err(|e| self.storage_error(format!("redis at {}", self.url), e))?;
         let mut rows = Vec::with_capacity(names.len());
         for (name, answer) in names.iter().zip(answers) {
             let state = match answer {
@@ -235,8 +283,13 @@ impl Target {
                 Ok(state) => Ok(state),
                 // Foreign data under one key spoils only its row; a failure
                 // to talk to Redis spoils the whole listing.
-                Err(e) if !is_unreachable(&e) => Err(crate::error::chain(e.as_ref())),
-                Err(e) => return Err(CliError::storage(format!("redis at {}", self.url), e)),
+                Err(e) if !is_unreachable(&e) => Err(match self.wrong_type(name, &e) {
+                    Some(CliError::WrongType { kind, .. }) => {
+                        format!("the key holds a {kind}, not a breaker's state")
+                    }
+                    _ => crate::error::chain(e.as_ref()),
+                }),
+                Err(e) => return Err(self.storage_error(format!("redis at {}", self.url), e)),
             };
             rows.push(Row {
                 name: name.clone(),
@@ -252,6 +305,25 @@ impl Target {
         }
         let server_time = self.server_time()?;
         Ok(Snapshot { server_time, rows })
+    }
+}
+
+/// Runs `work` on a thread of its own and waits at most `limit` for it:
+/// `None` if it did not finish in time (it is left to end on its own
+/// timeouts; the command does not wait for it).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("interlock-connect".to_owned())
+        .spawn(move || {
+            let _ = tx.send(work());
+        });
+    match spawned {
+        Ok(_) => rx.recv_timeout(limit).ok(),
+        Err(_) => None,
     }
 }
 

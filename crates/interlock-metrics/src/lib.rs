@@ -244,6 +244,7 @@ enum StorageEvent<'a> {
     Degraded(&'a (dyn Error + 'static)),
     Recovered,
     WriteDropped,
+    NoticesUnavailable,
 }
 
 impl MetricsEventListener {
@@ -349,6 +350,9 @@ impl MetricsEventListener {
             StorageEvent::WriteDropped => metrics::counter!(
                 names::STORAGE_EVENTS, "breaker" => breaker, "event" => "write_dropped"
             ),
+            StorageEvent::NoticesUnavailable => metrics::counter!(
+                names::STORAGE_EVENTS, "breaker" => breaker, "event" => "notices_unavailable"
+            ),
         };
         counter.increment(1);
     }
@@ -436,6 +440,9 @@ impl EventListener for MetricsEventListener {
             }
             Event::StorageWriteDropped { breaker, .. } => {
                 self.storage_event(breaker, StorageEvent::WriteDropped);
+            }
+            Event::StorageNoticesUnavailable { breaker, .. } => {
+                self.storage_event(breaker, StorageEvent::NoticesUnavailable);
             }
             Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry"),
             Event::BulkheadRejected { name, .. } => self.pipeline_event(name, "bulkhead_rejected"),

@@ -23,6 +23,7 @@ fn storage_events_carry_breaker_event_and_error() {
         listener.storage_event("orders", StorageEvent::WriteDropped);
         listener.storage_event("orders", StorageEvent::WriteDropped);
         listener.storage_event("orders", StorageEvent::Recovered);
+        listener.storage_event("orders", StorageEvent::NoticesUnavailable);
     });
     let values = collect(&snapshotter);
     assert_eq!(
@@ -35,6 +36,10 @@ fn storage_events_carry_breaker_event_and_error() {
     );
     assert_eq!(
         values["interlock_storage_events_total{breaker=orders,event=recovered}"],
+        Value::Counter(1)
+    );
+    assert_eq!(
+        values["interlock_storage_events_total{breaker=orders,event=notices_unavailable}"],
         Value::Counter(1)
     );
     // A storage event is a breaker's first sighting like any other.

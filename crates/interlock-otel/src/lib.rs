@@ -237,6 +237,7 @@ enum StorageEvent<'a> {
     Degraded(&'a (dyn Error + 'static)),
     Recovered,
     WriteDropped,
+    NoticesUnavailable,
 }
 
 impl OtelEventListener {
@@ -388,6 +389,7 @@ impl OtelEventListener {
             StorageEvent::Degraded(error) => ("degraded", Some(error)),
             StorageEvent::Recovered => ("recovered", None),
             StorageEvent::WriteDropped => ("write_dropped", None),
+            StorageEvent::NoticesUnavailable => ("notices_unavailable", None),
         };
         let mut attributes = vec![series.breaker.clone(), KeyValue::new("event", kind)];
         if let Some(error) = error {
@@ -467,6 +469,9 @@ impl EventListener for OtelEventListener {
             }
             Event::StorageWriteDropped { breaker, .. } => {
                 self.storage_event(breaker, StorageEvent::WriteDropped);
+            }
+            Event::StorageNoticesUnavailable { breaker, .. } => {
+                self.storage_event(breaker, StorageEvent::NoticesUnavailable);
             }
             Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry"),
             Event::BulkheadRejected { name, .. } => self.pipeline_event(name, "bulkhead_rejected"),

@@ -20,6 +20,7 @@ fn storage_events_carry_breaker_event_and_error() {
     listener.storage_event("orders", StorageEvent::WriteDropped);
     listener.storage_event("orders", StorageEvent::WriteDropped);
     listener.storage_event("orders", StorageEvent::Recovered);
+    listener.storage_event("orders", StorageEvent::NoticesUnavailable);
 
     let points = collector.collect();
     let get = |key: &str| points.get(key).cloned();
@@ -33,6 +34,10 @@ fn storage_events_carry_breaker_event_and_error() {
     );
     assert_eq!(
         get("interlock.storage.events{breaker=orders,event=recovered}"),
+        Some(Point::Sum(1))
+    );
+    assert_eq!(
+        get("interlock.storage.events{breaker=orders,event=notices_unavailable}"),
         Some(Point::Sum(1))
     );
     // A storage event is a breaker's first sighting like any other.

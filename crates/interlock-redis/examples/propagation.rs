@@ -5,7 +5,11 @@
 //!    process (this example starts two copies of itself as followers): the
 //!    time from instance A's local trip until instance B (and C) rejects a
 //!    call, over `TRIPS` trips (default 200), with `poll_interval` 1 s,
-//!    once with change notices on and once with them off.
+//!    once with change notices on and once with them off. With notices on
+//!    it also splits each sample in three: from the trip until the notice
+//!    reaches the follower process (timed by a plain subscriber of its
+//!    own), from there until the follower's breaker adopts the OPEN (its
+//!    state-change event), and from there until a call is rejected.
 //! 2. **Redis commands per poll interval** for 100 breakers on one storage,
 //!    from `INFO commandstats` over ten poll intervals, batched polling on
 //!    and off.
@@ -19,13 +23,14 @@
 //! ```
 #![allow(clippy::print_stdout)] // a measurement prints its figures
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use interlock::storage::Coordinator;
-use interlock::{CircuitBreaker, Clock, Config, MonotonicClock, SlidingWindow, State};
+use interlock::{CircuitBreaker, Clock, Config, Event, MonotonicClock, SlidingWindow, State};
 use interlock_redis::RedisStorage;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -100,15 +105,31 @@ fn pubsub_clients(url: &str) -> Result<usize, Error> {
 /// `rejected NAME WALL_NS` and closes the breaker.
 fn follower(url: &str, prefix: &str, push: bool, trips: usize) -> Result<(), Error> {
     let lane = Coordinator::blocking(storage(url, prefix, push, true)?);
+    let adopted = Stamps::default();
     let mut breakers = (0..trips)
         .map(|i| {
+            let stamps = adopted.clone();
             CircuitBreaker::builder(format!("trip-{i}"))
                 .config(config()?)
                 .coordinator(&lane)
+                .listener(move |e: &Event<'_>| {
+                    if let Event::StateChanged {
+                        breaker,
+                        to: State::Open,
+                        ..
+                    } = e
+                    {
+                        stamps.stamp(breaker);
+                    }
+                })
                 .build()
                 .map_err(Error::from)
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    let noticed = Stamps::default();
+    if push {
+        listen(url, prefix, noticed.clone())?;
+    }
     let mut out = std::io::stdout().lock();
     writeln!(out, "up")?;
     out.flush()?;
@@ -130,7 +151,13 @@ fn follower(url: &str, prefix: &str, push: bool, trips: usize) -> Result<(), Err
                 .call(|| Ok::<_, std::io::Error>(()))
                 .is_err_and(|e| e.is_rejected())
             {
-                writeln!(out, "rejected {name} {}", wall_ns())?;
+                let rejected = wall_ns();
+                writeln!(
+                    out,
+                    "rejected {name} {rejected} {} {}",
+                    noticed.get(name),
+                    adopted.get(name)
+                )?;
                 break;
             }
             if MonotonicClock.now() >= deadline {
@@ -151,13 +178,78 @@ fn follower(url: &str, prefix: &str, push: bool, trips: usize) -> Result<(), Err
     Ok(())
 }
 
+/// When each breaker's moment came (wall-clock nanoseconds), by name: the
+/// first stamp counts.
+#[derive(Clone, Default)]
+struct Stamps(Arc<Mutex<HashMap<String, u128>>>);
+
+impl Stamps {
+    fn stamp(&self, name: &str) {
+        let at = wall_ns();
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.entry(name.to_owned()).or_insert(at);
+    }
+
+    fn get(&self, name: &str) -> u128 {
+        let map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// A plain subscriber of the follower's own, on a thread of its own:
+/// stamps when each breaker's first change notice reaches this process.
+fn listen(url: &str, prefix: &str, noticed: Stamps) -> Result<(), Error> {
+    let mut con = redis::Client::open(url)?.get_connection()?;
+    let channel = format!("{prefix}notices");
+    let prefix = prefix.to_owned();
+    std::thread::spawn(move || {
+        let mut pubsub = con.as_pubsub();
+        if pubsub.subscribe(&channel).is_err() {
+            return;
+        }
+        while let Ok(msg) = pubsub.get_message() {
+            let payload: String = msg.get_payload().unwrap_or_default();
+            // `<version> <key>`, then (since issue 21) a newline and the
+            // record.
+            let head = payload.split('\n').next().unwrap_or_default();
+            if let Some(name) = head
+                .split_once(' ')
+                .and_then(|(_, key)| key.strip_prefix(&prefix))
+            {
+                noticed.stamp(name);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// A sample: the whole trip-to-rejection latency, and, with notices, its
+/// parts.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    total: Duration,
+    to_notice: Option<Duration>,
+    /// From the trip until the follower adopted the OPEN (the coordinator's
+    /// own subscriber may beat the timing one, so this is not the sum of
+    /// the two parts around it).
+    to_adopted: Option<Duration>,
+    to_adopt: Option<Duration>,
+    to_reject: Option<Duration>,
+}
+
 struct Follower {
     child: Child,
     stdin: ChildStdin,
 }
 
 /// One latency run: two follower processes, this process as instance A.
-fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Duration>, Error> {
+fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Sample>, Error> {
     let exe = std::env::current_exe()?;
     let (lines, inbox) = mpsc::channel::<(usize, String)>();
     let mut followers = Vec::new();
@@ -198,7 +290,9 @@ fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Dura
     let _first = CircuitBreaker::builder("leader-up")
         .coordinator(&lane)
         .build()?;
-    let subscriptions = if push { 3 } else { 0 };
+    // With notices: each follower's coordinator and its timing subscriber,
+    // and this process's coordinator.
+    let subscriptions = if push { 5 } else { 0 };
     let deadline = MonotonicClock.now().saturating_add(Duration::from_secs(10));
     while pubsub_clients(url)? != subscriptions {
         if MonotonicClock.now() >= deadline {
@@ -241,13 +335,26 @@ fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Dura
             )
         })?;
         for line in seen {
-            let at: u128 = line
-                .rsplit(' ')
-                .next()
-                .and_then(|t| t.parse().ok())
-                .ok_or("a malformed line")?;
-            let nanos = u64::try_from(at.saturating_sub(tripped)).unwrap_or(u64::MAX);
-            samples.push(Duration::from_nanos(nanos));
+            // rejected NAME REJECTED_NS NOTICED_NS ADOPTED_NS (0: none)
+            let stamps: Vec<u128> = line
+                .split(' ')
+                .skip(2)
+                .map(|t| t.parse().unwrap_or(0))
+                .collect();
+            let [rejected, noticed, adopted] = stamps[..] else {
+                return Err(format!("a malformed line: {line}").into());
+            };
+            let span = |from: u128, to: u128| {
+                (from > 0 && to >= from)
+                    .then(|| Duration::from_nanos(u64::try_from(to - from).unwrap_or(u64::MAX)))
+            };
+            samples.push(Sample {
+                total: span(tripped, rejected).unwrap_or(Duration::ZERO),
+                to_notice: span(tripped, noticed),
+                to_adopted: span(tripped, adopted),
+                to_adopt: span(noticed, adopted),
+                to_reject: span(adopted, rejected),
+            });
         }
         breaker.close();
     }
@@ -256,6 +363,26 @@ fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Dura
         f.child.wait()?;
     }
     Ok(samples)
+}
+
+/// One part of a [`Sample`].
+#[derive(Clone, Copy)]
+enum Part {
+    Notice,
+    Adopted,
+    Adopt,
+    Reject,
+}
+
+impl Part {
+    fn of(self, s: &Sample) -> Option<Duration> {
+        match self {
+            Part::Notice => s.to_notice,
+            Part::Adopted => s.to_adopted,
+            Part::Adopt => s.to_adopt,
+            Part::Reject => s.to_reject,
+        }
+    }
 }
 
 /// The value at or below which `p` percent of the sorted samples lie
@@ -351,17 +478,39 @@ fn main() -> Result<(), Error> {
     };
     for &push in runs {
         let prefix = format!("interlock-measure:{{{run}-{push}}}:");
-        let mut samples = latency(&url, &prefix, push, trips)?;
-        samples.sort_unstable();
+        let samples = latency(&url, &prefix, push, trips)?;
+        let mut total: Vec<Duration> = samples.iter().map(|s| s.total).collect();
+        total.sort_unstable();
         println!(
             "  push {}: {} samples, p50 {}, p99 {}, min {}, max {}",
             if push { "on " } else { "off" },
-            samples.len(),
-            ms(percentile(&samples, 50.0)),
-            ms(percentile(&samples, 99.0)),
-            ms(percentile(&samples, 0.0)),
-            ms(percentile(&samples, 100.0)),
+            total.len(),
+            ms(percentile(&total, 50.0)),
+            ms(percentile(&total, 99.0)),
+            ms(percentile(&total, 0.0)),
+            ms(percentile(&total, 100.0)),
         );
+        if push {
+            for (part, pick) in [
+                ("trip -> notice in the follower", Part::Notice),
+                ("trip -> OPEN adopted", Part::Adopted),
+                (
+                    "notice -> OPEN adopted (when the notice came first)",
+                    Part::Adopt,
+                ),
+                ("adopted -> call rejected", Part::Reject),
+            ] {
+                let mut d: Vec<Duration> = samples.iter().filter_map(|s| pick.of(s)).collect();
+                d.sort_unstable();
+                println!(
+                    "    {part}: {} samples, p50 {}, p99 {}, max {}",
+                    d.len(),
+                    ms(percentile(&d, 50.0)),
+                    ms(percentile(&d, 99.0)),
+                    ms(percentile(&d, 100.0)),
+                );
+            }
+        }
     }
     println!("Redis commands per poll interval, 100 breakers on one storage");
     for batched in [true, false] {

@@ -163,7 +163,7 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
     ///
     /// let client = redis::Client::open("redis://127.0.0.1/")?;
     /// let storage = RedisStorage::builder(client.get_connection()?)
-    ///     .key_prefix("checkout:{cb}:")
+    ///     .key_prefix("interlock:{checkout}:")
     ///     .build()?;
     /// # let _ = storage;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -245,7 +245,9 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
     fn run(&self, name: &str, op: Op) -> Result<Reply, Error> {
         let invocation = self.layout.invocation(op, name);
         let value = self.invoke(op.name(), &invocation)?;
-        parse(op.name(), &value)
+        let reply = parse(op.name(), &value)?;
+        self.layout.publish_failed(reply.notice_error.as_deref());
+        Ok(reply)
     }
 
     /// One script call on a connection of this storage.
@@ -280,7 +282,9 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
     fn poll_batch(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, Error> {
         let invocation = self.layout.poll_invocation(requests);
         let value = self.invoke("poll", &invocation)?;
-        Ok(parse_poll(requests, &value)?
+        let (answers, notice_error) = parse_poll(requests, &value)?;
+        self.layout.publish_failed(notice_error.as_deref());
+        Ok(answers
             .into_iter()
             .map(|answer| answer.map_err(StorageError::from))
             .collect())
@@ -346,6 +350,36 @@ impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
         Ok(self.run(name, op)?.state)
     }
 
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Restart {
+            expected: expected_version,
+            permitted,
+            ttl,
+        };
+        Ok(self.run(name, op)?.state)
+    }
+
+    fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Restore {
+            expected: expected_version,
+            state,
+            ttl,
+        };
+        Ok(self.run(name, op)?.state)
+    }
+
     /// One script call per 1000 requests when batched
     /// polling is on, answering each breaker as [`read`](Storage::read) or
     /// [`begin_half_open_if_elapsed`](Storage::begin_half_open_if_elapsed)
@@ -390,6 +424,7 @@ impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
     /// again. It ends within a quarter of a second once the coordinator is
     /// gone.
     fn subscribe(&self, sink: NoticeSink) -> bool {
+        self.layout.keep_sink(&sink);
         let Some(listener) = self.layout.listener(sink) else {
             return false;
         };

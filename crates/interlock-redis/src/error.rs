@@ -33,10 +33,43 @@ pub struct Error {
 
 #[derive(Debug)]
 enum Kind {
-    /// The client's error (I/O, timeout, server error other than ours).
-    Redis(redis::RedisError),
+    /// The client's error (I/O, timeout, server error other than ours),
+    /// and, when the server refused the operation, its error code and
+    /// message (without the script location Redis appends).
+    Redis(redis::RedisError, Option<Refusal>),
     /// The scripts refused the hash, or the reply had the wrong shape.
     Corrupt(Cow<'static, str>),
+}
+
+/// A server's refusal: `WRONGTYPE Operation against a key ...`.
+#[derive(Debug)]
+struct Refusal {
+    code: String,
+    message: String,
+}
+
+impl Refusal {
+    /// The refusal in `error`, if the server sent one.
+    fn of(error: &redis::RedisError) -> Option<Refusal> {
+        let detail = error.detail().unwrap_or_default();
+        let (code, message) = match error.code() {
+            Some(code) => (code.to_owned(), detail.to_owned()),
+            // A batched poll's per-key error: `CODE message` as text.
+            None => {
+                let (code, rest) = detail.split_once(' ')?;
+                if code.is_empty() || !code.bytes().all(|b| b.is_ascii_uppercase()) {
+                    return None;
+                }
+                (code.to_owned(), rest.to_owned())
+            }
+        };
+        // Redis appends where in the script the command failed.
+        let message = message.split(" script: ").next().unwrap_or(&message);
+        Some(Refusal {
+            code,
+            message: bounded(message.trim_end()),
+        })
+    }
 }
 
 /// The marker our scripts put in front of their error messages.
@@ -55,10 +88,13 @@ impl Error {
                     kind: Kind::Corrupt(Cow::Owned(bounded(detail.trim_end()))),
                 }
             }
-            None => Error {
-                operation,
-                kind: Kind::Redis(error),
-            },
+            None => {
+                let refusal = Refusal::of(&error);
+                Error {
+                    operation,
+                    kind: Kind::Redis(error, refusal),
+                }
+            }
         }
     }
 
@@ -83,9 +119,10 @@ impl Error {
         // `WRONGTYPE Operation against a key ...`: keep the code in front.
         let error =
             redis::RedisError::from((redis::ErrorKind::Extension, "server error", bounded(&text)));
+        let refusal = Refusal::of(&error);
         Error {
             operation,
-            kind: Kind::Redis(error),
+            kind: Kind::Redis(error, refusal),
         }
     }
 
@@ -128,8 +165,31 @@ impl Error {
     #[must_use]
     pub fn redis_error(&self) -> Option<&redis::RedisError> {
         match &self.kind {
-            Kind::Redis(e) => Some(e),
+            Kind::Redis(e, _) => Some(e),
             Kind::Corrupt(_) => None,
+        }
+    }
+
+    /// The server's error code when Redis refused the operation
+    /// (`WRONGTYPE` for a key of another type, `NOPERM` for an ACL
+    /// refusal, ...), as opposed to not answering.
+    ///
+    /// ```
+    /// fn explain(e: &interlock_redis::Error) -> &'static str {
+    ///     match e.server_code() {
+    ///         Some("WRONGTYPE") => "the key holds something other than a breaker's hash",
+    ///         Some("NOPERM") => "the user may not do this (ACLs)",
+    ///         Some(_) => "Redis refused the operation",
+    ///         None => "Redis did not answer, or the data was refused",
+    ///     }
+    /// }
+    /// # let _ = explain;
+    /// ```
+    #[must_use]
+    pub fn server_code(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Redis(_, Some(refusal)) => Some(&refusal.code),
+            _ => None,
         }
     }
 }
@@ -143,10 +203,40 @@ fn bounded(text: &str) -> String {
     out
 }
 
+/// What kind of failure a client error is, in a few words: the summary an
+/// event or a log line shows before the client's own message (the source).
+fn summary(error: &redis::RedisError) -> String {
+    if error.is_timeout() {
+        "timed out".to_owned()
+    } else if error.is_connection_refusal() {
+        "connection refused".to_owned()
+    } else if error.is_connection_dropped() {
+        "connection lost".to_owned()
+    } else if error.is_io_error() {
+        "I/O error".to_owned()
+    } else if let Some(code) = error.code() {
+        format!("server error {code}")
+    } else {
+        "client error".to_owned()
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Redis(_) => write!(f, "redis storage: {} failed", self.operation),
+            Kind::Redis(_, Some(r)) => write!(
+                f,
+                "redis storage: {} refused by the server: {} {}",
+                self.operation, r.code, r.message
+            ),
+            Kind::Redis(e, None) => {
+                write!(
+                    f,
+                    "redis storage: {} failed ({})",
+                    self.operation,
+                    summary(e)
+                )
+            }
             Kind::Corrupt(detail) => {
                 write!(f, "redis storage: {} refused: {detail}", self.operation)
             }
@@ -155,10 +245,13 @@ impl fmt::Display for Error {
 }
 
 impl StdError for Error {
+    /// The client's error for a failure to talk to Redis; none when the
+    /// server refused the operation (the message says it all) or the data
+    /// was refused.
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match &self.kind {
-            Kind::Redis(e) => Some(e),
-            Kind::Corrupt(_) => None,
+            Kind::Redis(e, None) => Some(e),
+            _ => None,
         }
     }
 }
@@ -171,7 +264,29 @@ mod tests {
     fn display_names_the_operation_and_source_is_the_client_error() {
         let io = redis::RedisError::from(std::io::Error::other("refused"));
         let e = Error::redis("lease_probe", io);
-        assert_eq!(e.to_string(), "redis storage: lease_probe failed");
+        assert_eq!(
+            e.to_string(),
+            "redis storage: lease_probe failed (I/O error)"
+        );
+        let timeout = std::io::Error::from(std::io::ErrorKind::WouldBlock);
+        let e = Error::redis("read", redis::RedisError::from(timeout));
+        assert_eq!(e.to_string(), "redis storage: read failed (timed out)");
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let e = Error::redis("read", redis::RedisError::from(refused));
+        assert_eq!(
+            e.to_string(),
+            "redis storage: read failed (connection refused)"
+        );
+        let server = redis::RedisError::from((
+            redis::ErrorKind::Extension,
+            "NOPERM",
+            "no permissions".to_owned(),
+        ));
+        let e = Error::redis("read", server);
+        assert!(
+            e.to_string().starts_with("redis storage: read failed ("),
+            "{e}"
+        );
         assert!(e.source().is_some() && !e.is_corrupt() && e.redis_error().is_some());
         let e = Error::reply("read", "not an array");
         assert_eq!(
@@ -179,6 +294,25 @@ mod tests {
             "redis storage: read refused: unexpected script reply: not an array"
         );
         assert!(e.is_corrupt() && e.source().is_none());
+    }
+
+    #[test]
+    fn a_server_refusal_says_so_plainly_without_the_script_location() {
+        let item = redis::Value::BulkString(
+            b"WRONGTYPE Operation against a key holding the wrong kind of value script: \
+              ead283e7afd13940e451723dcc24b38e059e1f31, on @user_script:24."
+                .to_vec(),
+        );
+        let e = Error::script_item("read", &item);
+        assert_eq!(
+            e.to_string(),
+            "redis storage: read refused by the server: WRONGTYPE Operation against a key \
+             holding the wrong kind of value"
+        );
+        assert_eq!(e.server_code(), Some("WRONGTYPE"));
+        assert!(e.source().is_none() && e.redis_error().is_some() && !e.is_corrupt());
+        let io = Error::redis("read", redis::RedisError::from(std::io::Error::other("x")));
+        assert_eq!(io.server_code(), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! [`Storage`](interlock::storage::Storage) operations of
 //! [`RedisStorage`](crate::RedisStorage), so every rule of the contract
 //! (strict parsing, fencing, TTLs) holds for tools too. These functions
-//! only send `SCAN`, `PTTL` and `TIME`, and write nothing.
+//! only send `SCAN`, `PTTL`, `TYPE` and `TIME`, and write nothing.
 //!
 //! ```no_run
 //! use interlock::storage::Storage;
@@ -197,6 +197,21 @@ pub fn expiries<C: ConnectionLike>(con: &mut C, keys: &[String]) -> Result<Vec<E
             _ => Err(Error::reply("pttl", "not an integer")),
         })
         .collect()
+}
+
+/// The type of the value at `key` (`TYPE`): `hash` for a breaker's state,
+/// `none` for no key, anything else (`string`, `list`, ...) for a key some
+/// other program wrote under the prefix.
+///
+/// # Errors
+///
+/// An [`Error`] with operation `type` when Redis cannot be reached or
+/// replies in another shape.
+pub fn key_type<C: ConnectionLike>(con: &mut C, key: &str) -> Result<String, Error> {
+    redis::cmd("TYPE")
+        .arg(key)
+        .query(con)
+        .map_err(|e| Error::redis("type", e))
 }
 
 /// The server's clock (`TIME`) as a [`Timestamp`] since the Unix epoch:

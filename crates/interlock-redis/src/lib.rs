@@ -67,45 +67,61 @@
 //!
 //! **Hash tag.** The default prefix carries the hash tag `{cb}`, so all
 //! breakers of a storage live in one Redis Cluster slot (and so on one
-//! node), and one script can poll them all. Choose your own tag per service
-//! (`checkout:{cb}:`), or a prefix without braces to spread breakers over
-//! the cluster: every other script touches only its one key, and a batched
-//! poll that Redis Cluster refuses for spanning slots (`CROSSSLOT`) is
-//! answered per breaker instead, so both work. `key_prefix` is rejected
-//! when its `{` does not open a closed, non-empty tag.
+//! node), and one script can poll them all. Only the part in braces picks
+//! the slot: `checkout:{cb}:` and `search:{cb}:` share the slot of `{cb}`.
+//! Give each service its own tag, such as `interlock:{checkout}:` and
+//! `interlock:{search}:`, so their breakers spread over the cluster one
+//! slot per service, or a prefix without braces to spread every breaker:
+//! every other script touches only its one key, and a batched poll that
+//! Redis Cluster refuses for spanning slots (`CROSSSLOT`) is answered per
+//! breaker instead, so both work. `key_prefix` is rejected when its `{`
+//! does not open a closed, non-empty tag.
 //!
 //! **Scripts.** Each operation is one Lua script run with `EVALSHA` (the
 //! client loads it on a `NOSCRIPT` reply, on every primary of a cluster).
 //! Elapsed checks use the server's `TIME`, never the caller's clock. Each
-//! script replies with the same nine values in the same order: an
+//! script replies with the same ten values in the same order: an
 //! operation code (applied, granted, or key present), then `state`,
-//! `opened_at`, `version` and the five probe counters. A seventh script
+//! `opened_at`, `version`, the five probe counters, and why the change
+//! notice could not be published (empty when it was). A ninth script
 //! answers a whole poll: a read or a `begin_half_open_if_elapsed` per key,
 //! each answered as the single operation would, with a key the scripts
 //! refuse failing only its own answer.
 //!
 //! **Notices.** Every script that applies a change also publishes
 //! `<version> <key>` (for example `7 interlock:{cb}:payments`) on the
-//! channel `key_prefix + "notices"`, inside the same script, so a notice is
-//! sent exactly when a change is applied. Fenced-out writes, denied leases,
-//! idempotent trips and reads publish nothing.
+//! channel `key_prefix + "notices"`, then a newline and the record the write
+//! left (`open 1700000000000000 0 0 0 0 0`: state, `opened_at` and the five
+//! probe counters), inside the same script, so a notice is sent exactly
+//! when a change is applied and a subscribed coordinator adopts the record
+//! without reading it back. Fenced-out writes, denied leases, idempotent
+//! trips and reads publish nothing. The publish is best-effort: a refused
+//! `PUBLISH` (an ACL user without rights on the channel) never fails the
+//! write it belongs to; the storage says once that notices are unavailable
+//! ([`Event::StorageNoticesUnavailable`](interlock::Event::StorageNoticesUnavailable)
+//! and a log line) and the fleet goes on by polling. A refused `SUBSCRIBE`
+//! is said the same way, and retried a minute later at the earliest.
 //!
 //! **Data written by someone else.** The scripts refuse a hash with a
 //! missing field, a value that is not a decimal integer or is out of range
-//! (`version` and `opened_at` up to 2^53 − 1, probe counters up to
+//! (`version` up to 2^50, `opened_at` up to 2^53 − 1, probe counters up to
 //! `u32::MAX`), an unknown `state` or an unknown schema marker `v`; Redis
 //! refuses a key of another type (`WRONGTYPE`). Either way the operation
-//! returns an [`Error`] (see [`Error::is_corrupt`]), writes nothing, and the
-//! breaker degrades to its local state; nothing panics. Unknown extra
-//! fields are ignored.
+//! returns an [`Error`] (see [`Error::is_corrupt`] and
+//! [`Error::server_code`]), writes nothing, and the breaker degrades to its
+//! local state; nothing panics. Unknown extra fields are ignored. An
+//! `opened_at` ahead of the server's clock is clamped to it by the next
+//! `begin_half_open_if_elapsed`, so such an OPEN ends a wait later.
 //!
 //! # Compatibility
 //!
 //! The scripts use only `HMGET`, `HSET`, `EXISTS`, `PEXPIRE`, `TIME` and
 //! `PUBLISH` through `EVAL`/`EVALSHA`, and the subscriptions `SUBSCRIBE`
 //! and `PING` (RESP2 subscriber connections), so any RESP server that runs
-//! Lua works (under ACLs, allow the channel `<key_prefix>notices`, or turn
-//! notifications off):
+//! Lua works. Under ACLs the storage needs its keys (`~<key_prefix>*`) and
+//! `EVAL`, `EVALSHA`, `SCRIPT` and the commands above; without rights on
+//! the channel `<key_prefix>notices` (`&<key_prefix>notices`) writes still
+//! apply and the fleet propagates by polling, or turn notifications off:
 //!
 //! - **Redis 5.0 or newer.** The scripts call `TIME` before writing, which
 //!   needs script effects replication, the default since 5.0.
@@ -209,6 +225,7 @@ pub mod inspect;
 mod interlock_cb;
 mod key;
 mod layout;
+mod lua;
 #[cfg(feature = "tokio")]
 mod nonblocking;
 mod notices;
@@ -222,16 +239,17 @@ pub use layout::{Layout, UnknownLayout};
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 
-/// The SHA1 digests of the seven scripts (read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close, and the
-/// batched poll), as sent with `EVALSHA`: for `SCRIPT EXISTS` checks, or
-/// for ACL and proxy allow-lists in a locked-down deployment.
+/// The SHA1 digests of the nine scripts (read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
+/// restart_stalled_round, restore, and the batched poll), as sent with
+/// `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy allow-lists
+/// in a locked-down deployment.
 ///
 /// ```
 /// let digests = interlock_redis::script_digests();
 /// assert!(digests.iter().all(|d| d.len() == 40));
 /// ```
 #[must_use]
-pub fn script_digests() -> [&'static str; 7] {
+pub fn script_digests() -> [&'static str; 9] {
     scripts::digests()
 }

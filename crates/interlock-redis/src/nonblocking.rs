@@ -96,7 +96,7 @@ where
     ///     .set_connection_timeout(Some(Duration::from_millis(250)))
     ///     .set_response_timeout(Some(Duration::from_millis(250)));
     /// let con = client.get_multiplexed_async_connection_with_config(&config).await?;
-    /// let storage = AsyncRedisStorage::builder(con).key_prefix("checkout:{cb}:").build()?;
+    /// let storage = AsyncRedisStorage::builder(con).key_prefix("interlock:{checkout}:").build()?;
     /// # let _ = storage;
     /// # Ok(())
     /// # }
@@ -144,7 +144,9 @@ where
             .invoke_async(&mut con)
             .await
             .map_err(|e| Error::redis(op.name(), e))?;
-        parse(op.name(), &value)
+        let reply = parse(op.name(), &value)?;
+        self.layout.publish_failed(reply.notice_error.as_deref());
+        Ok(reply)
     }
 
     /// A batched poll of at most [`MAX_BATCH`] requests: one script call.
@@ -155,7 +157,9 @@ where
             .invoke_async(&mut con)
             .await
             .map_err(|e| Error::redis("poll", e))?;
-        Ok(parse_poll(requests, &value)?
+        let (answers, notice_error) = parse_poll(requests, &value)?;
+        self.layout.publish_failed(notice_error.as_deref());
+        Ok(answers
             .into_iter()
             .map(|answer| answer.map_err(StorageError::from))
             .collect())
@@ -226,6 +230,36 @@ where
         Ok(self.run(name, op).await?.state)
     }
 
+    async fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Restart {
+            expected: expected_version,
+            permitted,
+            ttl,
+        };
+        Ok(self.run(name, op).await?.state)
+    }
+
+    async fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let op = Op::Restore {
+            expected: expected_version,
+            state,
+            ttl,
+        };
+        Ok(self.run(name, op).await?.state)
+    }
+
     /// As [`RedisStorage::poll_many`](crate::RedisStorage#method.poll_many):
     /// one script call per 1000 requests when batched polling is on, a
     /// corrupt hash failing only its own answer.
@@ -268,6 +302,7 @@ where
     /// the storage's retry delay between attempts, and an end within a
     /// quarter of a second once the coordinator is gone.
     fn subscribe(&self, sink: NoticeSink) -> bool {
+        self.layout.keep_sink(&sink);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return false;
         };

@@ -12,14 +12,20 @@
 
 use std::time::Duration;
 
-use interlock::storage::{Notice, NoticeSink, StorageSettings};
-use interlock::{Clock, MonotonicClock};
+use interlock::storage::{Notice, NoticeSink, SharedState, StorageSettings};
+use interlock::{Clock, MonotonicClock, State, Timestamp};
 
 use crate::key::decode_name;
+use crate::scripts::{MAX_EXACT, MAX_VERSION};
 
 /// How long a listener waits for a message before it checks that its
 /// coordinator still listens.
 const TICK: Duration = Duration::from_millis(250);
+
+/// The least wait before subscribing again after the server refused the
+/// user (ACLs change rarely; a refused user is not retried on the
+/// storage's failure cadence).
+const REFUSED_RETRY: Duration = Duration::from_secs(60);
 
 /// Silence after which a listener pings the server, so a connection that
 /// died without a word (a network partition) is noticed and replaced.
@@ -52,20 +58,79 @@ enum Ended {
     /// `established` tells whether it had been subscribed (which resets
     /// the backoff).
     Dropped { established: bool },
+    /// The server refused the subscription to this user (`NOPERM`: no
+    /// rights on the channel or the command). Said once, then retried like
+    /// a failure, in case the ACLs change.
+    Refused(String),
 }
 
-/// A notice's payload, `<version> <key>`, as the breaker's name and
-/// version; `None` for anything else (a key outside `prefix`, a stranger's
+/// Whether `error` is the server refusing the user (ACLs), which retrying
+/// will not fix.
+fn is_refusal(error: &redis::RedisError) -> bool {
+    error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+}
+
+/// The reason of a refused subscription, for the notice.
+fn refusal(error: &redis::RedisError) -> Ended {
+    Ended::Refused(format!(
+        "the server refused SUBSCRIBE to the change notices: {error}"
+    ))
+}
+
+/// A notice's payload, `<version> <key>` and optionally a newline and the
+/// record, as the breaker's name, version and record (if it came and
+/// parses); `None` for anything else (a key outside `prefix`, a stranger's
 /// message on our channel), which is ignored.
-pub(crate) fn parse_payload(prefix: &str, payload: &[u8]) -> Option<(String, u64)> {
-    let space = payload.iter().position(|&b| b == b' ')?;
-    let (digits, key) = (&payload[..space], &payload[space + 1..]);
+pub(crate) fn parse_payload(
+    prefix: &str,
+    payload: &[u8],
+) -> Option<(String, u64, Option<SharedState>)> {
+    let (head, record) = match payload.iter().position(|&b| b == b'\n') {
+        Some(at) => (&payload[..at], Some(&payload[at + 1..])),
+        None => (payload, None),
+    };
+    let space = head.iter().position(|&b| b == b' ')?;
+    let (digits, key) = (&head[..space], &head[space + 1..]);
     if digits.is_empty() || digits.len() > 16 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let version = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let version: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
     let name = key.strip_prefix(prefix.as_bytes())?;
-    Some((decode_name(name)?, version))
+    let state = record.and_then(|r| parse_record(r, version));
+    Some((decode_name(name)?, version, state))
+}
+
+/// The record after a notice's newline: `state opened_at permitted
+/// remaining completed failures slows`, in the ranges the scripts accept.
+fn parse_record(record: &[u8], version: u64) -> Option<SharedState> {
+    let text = std::str::from_utf8(record).ok()?;
+    let mut fields = text.split(' ');
+    let state = match fields.next()? {
+        "closed" => State::Closed,
+        "open" => State::Open,
+        "half_open" => State::HalfOpen,
+        _ => return None,
+    };
+    let mut number = |max: u64| -> Option<u64> {
+        let field = fields.next()?;
+        if field.is_empty() || field.len() > 16 || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        field.parse().ok().filter(|n| *n <= max)
+    };
+    let opened_at_us = number(MAX_EXACT)?;
+    let mut counter = || number(u64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok());
+    let parsed = SharedState {
+        state,
+        opened_at: Timestamp::from_nanos(opened_at_us.saturating_mul(1_000)),
+        version,
+        probes_permitted: counter()?,
+        probes_remaining: counter()?,
+        probes_completed: counter()?,
+        probe_failures: counter()?,
+        probe_slows: counter()?,
+    };
+    (fields.next().is_none() && version <= MAX_VERSION).then_some(parsed)
 }
 
 impl Listener {
@@ -75,7 +140,10 @@ impl Listener {
             return self.sink.is_alive();
         }
         match parse_payload(&self.prefix, payload) {
-            Some((name, version)) => self.sink.deliver(Notice::Changed {
+            Some((name, _, Some(state))) => {
+                self.sink.deliver(Notice::Written { name: &name, state })
+            }
+            Some((name, version, None)) => self.sink.deliver(Notice::Changed {
                 name: &name,
                 version,
             }),
@@ -94,9 +162,19 @@ impl Listener {
         )
     }
 
+    /// Says once that the subscription was refused; `false` once the
+    /// coordinator is gone.
+    fn refused(&self, told: &mut bool, reason: &str) -> bool {
+        if std::mem::replace(told, true) {
+            return self.sink.is_alive();
+        }
+        self.sink.deliver(Notice::Unavailable { reason })
+    }
+
     /// Runs the blocking subscription until the coordinator is gone.
     pub(crate) fn run_blocking(self) {
         let mut failures = 0u32;
+        let mut told = false;
         loop {
             match self.session_blocking() {
                 Ended::SinkGone => return,
@@ -104,6 +182,16 @@ impl Listener {
                     if established {
                         failures = 0;
                     }
+                }
+                Ended::Refused(reason) => {
+                    if !self.refused(&mut told, &reason) {
+                        return;
+                    }
+                    if !self.wait_blocking(self.backoff(failures).max(REFUSED_RETRY)) {
+                        return;
+                    }
+                    failures = failures.saturating_add(1);
+                    continue;
                 }
             }
             let delay = self.backoff(failures);
@@ -142,8 +230,12 @@ impl Listener {
             return FAILED;
         }
         let mut pubsub = con.as_pubsub();
-        if pubsub.subscribe(&self.channel).is_err() || pubsub.set_read_timeout(Some(TICK)).is_err()
-        {
+        match pubsub.subscribe(&self.channel) {
+            Err(e) if is_refusal(&e) => return refusal(&e),
+            Err(_) => return FAILED,
+            Ok(()) => {}
+        }
+        if pubsub.set_read_timeout(Some(TICK)).is_err() {
             return FAILED;
         }
         if !self.sink.deliver(Notice::Resync) {
@@ -185,14 +277,17 @@ mod task {
     use futures_util::StreamExt;
     use interlock::storage::Notice;
     use interlock::{Clock, MonotonicClock};
+    use std::time::Duration;
 
-    use super::{Ended, KEEPALIVE, Listener, TICK};
+    use super::{Ended, KEEPALIVE, Listener, REFUSED_RETRY, TICK, is_refusal, refusal};
 
     impl Listener {
         /// Runs the async subscription until the coordinator is gone.
         pub(crate) async fn run_async(self) {
             let mut failures = 0u32;
+            let mut told = false;
             loop {
+                let mut least = Duration::ZERO;
                 match self.session_async().await {
                     Ended::SinkGone => return,
                     Ended::Dropped { established } => {
@@ -200,8 +295,14 @@ mod task {
                             failures = 0;
                         }
                     }
+                    Ended::Refused(reason) => {
+                        if !self.refused(&mut told, &reason) {
+                            return;
+                        }
+                        least = REFUSED_RETRY;
+                    }
                 }
-                let mut left = self.backoff(failures);
+                let mut left = self.backoff(failures).max(least);
                 failures = failures.saturating_add(1);
                 while !left.is_zero() {
                     if !self.sink.is_alive() {
@@ -222,9 +323,11 @@ mod task {
                 return FAILED;
             };
             let subscribe = pubsub.subscribe(&self.channel);
-            let Ok(Ok(())) = tokio::time::timeout(timeout, subscribe).await else {
-                return FAILED;
-            };
+            match tokio::time::timeout(timeout, subscribe).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if is_refusal(&e) => return refusal(&e),
+                _ => return FAILED,
+            }
             if !self.sink.deliver(Notice::Resync) {
                 return Ended::SinkGone;
             }
@@ -269,15 +372,61 @@ mod tests {
         let p = "interlock:{cb}:";
         assert_eq!(
             parse_payload(p, b"7 interlock:{cb}:payments"),
-            Some(("payments".to_owned(), 7))
+            Some(("payments".to_owned(), 7, None))
         );
         assert_eq!(
             parse_payload(p, b"1 interlock:{cb}:a%7Bb%7D c"),
-            Some(("a{b} c".to_owned(), 1))
+            Some(("a{b} c".to_owned(), 1, None))
         );
         assert_eq!(
             parse_payload(p, b"3 interlock:{cb}:"),
-            Some((String::new(), 3))
+            Some((String::new(), 3, None))
+        );
+    }
+
+    #[test]
+    fn a_payload_with_the_record_carries_it() {
+        let p = "interlock:{cb}:";
+        let (name, version, state) = parse_payload(
+            p,
+            b"9 interlock:{cb}:a b\nhalf_open 1700000000000000 3 1 2 1 0",
+        )
+        .unwrap();
+        assert_eq!((name.as_str(), version), ("a b", 9));
+        let state = state.unwrap();
+        assert_eq!(
+            (state.state, state.version, state.opened_at.as_secs()),
+            (State::HalfOpen, 9, 1_700_000_000)
+        );
+        assert_eq!(
+            (
+                state.probes_permitted,
+                state.probes_remaining,
+                state.probes_completed
+            ),
+            (3, 1, 2)
+        );
+        assert_eq!((state.probe_failures, state.probe_slows), (1, 0));
+        // A record that does not parse leaves the notice a plain change.
+        for bad in [
+            &b"9 interlock:{cb}:x\najar 0 0 0 0 0 0"[..],
+            b"9 interlock:{cb}:x\nopen 0 0 0 0 0",
+            b"9 interlock:{cb}:x\nopen 0 0 0 0 0 0 0",
+            b"9 interlock:{cb}:x\nopen -1 0 0 0 0 0",
+            b"9 interlock:{cb}:x\nopen 0 4294967296 0 0 0 0",
+            b"9 interlock:{cb}:x\n",
+        ] {
+            assert_eq!(
+                parse_payload(p, bad).map(|(_, v, s)| (v, s)),
+                Some((9, None)),
+                "{bad:?}"
+            );
+        }
+        // A version a record may not hold: no record.
+        assert_eq!(
+            parse_payload(p, b"1125899906842625 interlock:{cb}:x\nopen 0 0 0 0 0 0")
+                .and_then(|(_, _, s)| s),
+            None
         );
     }
 

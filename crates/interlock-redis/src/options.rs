@@ -1,8 +1,13 @@
 //! What both storages share: the layout, the key prefix, the knobs and
 //! the scripts of the layout.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use interlock::ConfigError;
-use interlock::storage::{NoticeSink, PollRequest, StorageSettings, StorageSettingsBuilder};
+use interlock::storage::{
+    Notice, NoticeSink, PollRequest, StorageSettings, StorageSettingsBuilder,
+};
 use redis::ScriptInvocation;
 
 use crate::key::validate_prefix;
@@ -62,7 +67,52 @@ impl Options {
             channel: format!("{prefix}notices"),
             prefix,
             subscriber: self.subscriber,
+            reporter: Arc::default(),
         })
+    }
+}
+
+/// Tells the coordinators of a storage, once, that its change notices
+/// cannot be published (R17.11): the first refused `PUBLISH` reaches every
+/// sink given to the storage so far, and a sink given later hears of it at
+/// once.
+#[derive(Debug, Default)]
+pub(crate) struct Reporter {
+    sinks: Mutex<Vec<NoticeSink>>,
+    /// The first refusal, once there was one.
+    refused: Mutex<Option<String>>,
+    told: AtomicBool,
+}
+
+impl Reporter {
+    fn keep(&self, sink: &NoticeSink) {
+        let refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(reason) = refused {
+            sink.deliver(Notice::Unavailable { reason: &reason });
+        }
+        let mut sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        sinks.retain(NoticeSink::is_alive);
+        sinks.push(sink.clone());
+    }
+
+    fn refused(&self, why: &str) {
+        if self.told.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let reason = format!("the server refused PUBLISH of the change notices: {why}");
+        *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
+        let sinks = self
+            .sinks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for sink in sinks {
+            sink.deliver(Notice::Unavailable { reason: &reason });
+        }
     }
 }
 
@@ -74,9 +124,22 @@ pub(crate) struct Resolved {
     pub(crate) settings: StorageSettings,
     channel: String,
     subscriber: Option<Subscriber>,
+    reporter: Arc<Reporter>,
 }
 
 impl Resolved {
+    /// Keeps a coordinator's sink, to tell it if publishing fails.
+    pub(crate) fn keep_sink(&self, sink: &NoticeSink) {
+        self.reporter.keep(sink);
+    }
+
+    /// A write was applied but its notice refused: say so, once.
+    pub(crate) fn publish_failed(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            self.reporter.refused(why);
+        }
+    }
+
     /// The channel the scripts publish on: empty (publish nothing) when
     /// notifications are off.
     pub(crate) fn publish_channel(&self) -> &str {
@@ -143,7 +206,9 @@ macro_rules! knobs {
         /// The part in braces is the Redis Cluster hash tag that puts all
         /// breakers of the storage in one slot; a prefix without braces
         /// spreads them over the cluster instead. Give each service (or
-        /// environment) its own prefix when several share one server.
+        /// environment) its own prefix when several share one server, with
+        /// its own tag (`interlock:{checkout}:`): only the braces pick the
+        /// slot, so `checkout:{cb}:` and `search:{cb}:` would share one.
         ///
         /// In interlock's own layout `build` rejects a prefix whose `{`
         /// does not open a non-empty, closed hash tag (error naming
@@ -169,8 +234,8 @@ macro_rules! knobs {
 
         /// Lifetime of a breaker's hash, refreshed by every applied write
         /// (default 300 s; at least 1 ms). Keep it well above
-        /// `wait_duration_in_open`: it also bounds how long a probe slot
-        /// leaked by an interrupted probe stalls HALF_OPEN.
+        /// `wait_duration_in_open`. A key that expires while instances still
+        /// poll it is written back by the first to notice.
         pub fn state_ttl(mut self, ttl: Duration) -> Self {
             self.options.settings = self.options.settings.state_ttl(ttl);
             self

@@ -1,8 +1,8 @@
-//! The seven Lua scripts, their arguments and the parsing of their replies.
+//! The nine Lua scripts, their arguments and the parsing of their replies.
 //!
-//! Each of the six operations works on one key (`KEYS[1]`, the breaker's
+//! Each of the eight operations works on one key (`KEYS[1]`, the breaker's
 //! hash), reads the hash through the same strict loader, and replies with
-//! the same nine values in the same order:
+//! the same ten values in the same order:
 //!
 //! | # | value | type |
 //! |---|---|---|
@@ -11,6 +11,7 @@
 //! | 3 | `opened_at`, microseconds since the Unix epoch on the server's `TIME` | integer |
 //! | 4 | `version` | integer |
 //! | 5–9 | `probes_permitted`, `probes_remaining`, `probes_completed`, `probe_failures`, `probe_slows` | integers |
+//! | 10 | why the change notice could not be published (`PUBLISH` refused, say by ACLs), or empty | string |
 //!
 //! An absent key reads as CLOSED at version 0 with `code` 0. A hash the
 //! loader refuses (a field missing, not a decimal integer, out of range, an
@@ -19,10 +20,17 @@
 //! Redis's own `WRONGTYPE`. Nothing is written in either case.
 //!
 //! Every write script takes the notice channel as `ARGV[1]` and, when it
-//! applies a change, publishes `<version> <key>` on it after writing (an
-//! empty channel publishes nothing). The seventh script, `poll`, answers a
-//! whole batched poll: a read or a begin per key, one reply per key, with
-//! an error of one key (`{'err', message}`) kept to that key.
+//! applies a change, publishes `<version> <key>` on it after writing,
+//! followed by a newline and the record (`state opened_at permitted
+//! remaining completed failures slows`), so subscribers adopt it without a
+//! read (an empty channel publishes nothing). The publish is best-effort: it runs
+//! under `redis.pcall`, so a refused `PUBLISH` never turns an applied write
+//! into an error (value 10 says why it failed). The ninth script, `poll`,
+//! answers a whole batched poll: a read or a begin per key, one reply per
+//! key, with an error of one key (`{'err', message}`) kept to that key.
+//!
+//! Every write goes through the prelude's `save`, so a later change that
+//! every write must make (an epoch counter, say) is made in one place.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -32,222 +40,20 @@ use interlock::{Outcome, State, Timestamp};
 use redis::{Script, ScriptInvocation, Value};
 
 use crate::error::Error;
+use crate::lua::{BEGIN, CLOSE, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP};
 
 /// The largest integer Lua's doubles hold exactly (2^53 − 1): the bound of
-/// `version` and `opened_at` in the hash.
+/// `opened_at` in the hash.
 pub(crate) const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// The bound of `version` in the hash: [`SharedState::MAX_VERSION`]. A
+/// larger one is refused as corrupt (a version near 2^53 would stop
+/// fencing: Lua's doubles cannot add one to it).
+pub(crate) const MAX_VERSION: u64 = SharedState::MAX_VERSION;
 
 /// The longest TTL written (about 31 years), far below what `PEXPIRE`
 /// accepts on top of the server's clock.
 const MAX_TTL_MS: u64 = 1_000_000_000_000;
-
-const PRELUDE: &str = r"
-local MAX_EXACT = 9007199254740991
-local MAX_U32 = 4294967295
-
-local function fail(what)
-  error('interlock: ' .. what .. ' (corrupt or foreign breaker hash)', 0)
-end
-
-local function int(field, raw, max)
-  if type(raw) ~= 'string' or #raw == 0 or #raw > 16 or not string.match(raw, '^%d+$') then
-    fail('field ' .. field .. ' is missing or not a decimal integer')
-  end
-  local n = tonumber(raw)
-  if n > max then
-    fail('field ' .. field .. ' is out of range')
-  end
-  return n
-end
-
-local function load(key)
-  local raw = redis.call('HMGET', key, 'state', 'opened_at', 'version', 'probes_permitted',
-    'probes_remaining', 'probes_completed', 'probe_failures', 'probe_slows', 'v')
-  local s = { state = 'closed', opened_at = 0, version = 0, permitted = 0, remaining = 0,
-    completed = 0, failures = 0, slows = 0, exists = false }
-  local any = false
-  for i = 1, 9 do
-    if raw[i] then any = true end
-  end
-  if not any then
-    if redis.call('EXISTS', key) == 1 then
-      fail('the hash has none of the breaker fields')
-    end
-    return s
-  end
-  if raw[9] and raw[9] ~= '1' then
-    fail('unknown schema marker v')
-  end
-  local state = raw[1]
-  if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then
-    fail('field state is missing or unknown')
-  end
-  s.state = state
-  s.opened_at = int('opened_at', raw[2], MAX_EXACT)
-  s.version = int('version', raw[3], MAX_EXACT)
-  s.permitted = int('probes_permitted', raw[4], MAX_U32)
-  s.remaining = int('probes_remaining', raw[5], MAX_U32)
-  s.completed = int('probes_completed', raw[6], MAX_U32)
-  s.failures = int('probe_failures', raw[7], MAX_U32)
-  s.slows = int('probe_slows', raw[8], MAX_U32)
-  s.exists = true
-  return s
-end
-
-local clock
-local function now_us()
-  if not clock then
-    local t = redis.call('TIME')
-    clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return clock
-end
-
-local function bump(version)
-  if version < MAX_EXACT then return version + 1 end
-  return version
-end
-
-local function add32(a, b)
-  local n = a + b
-  if n > MAX_U32 then return MAX_U32 end
-  return n
-end
-
-local function fenced_out(s, expected)
-  return expected ~= '' and tonumber(expected) ~= s.version
-end
-
-local function digits(n)
-  return string.format('%.0f', n)
-end
-
--- An applied change: rewrite the hash, refresh its lifetime and, unless
--- the channel is '', publish '<version> <key>' in the same script.
-local function save(key, s, ttl_ms, channel)
-  redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
-    'version', digits(s.version), 'probes_permitted', digits(s.permitted),
-    'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
-    'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
-  redis.call('PEXPIRE', key, ttl_ms)
-  if channel ~= '' then
-    redis.call('PUBLISH', channel, digits(s.version) .. ' ' .. key)
-  end
-end
-
-local function reply(code, s)
-  return { code, s.state, s.opened_at, s.version, s.permitted, s.remaining, s.completed,
-    s.failures, s.slows }
-end
-
-local function fresh(state, opened_at, version)
-  return { state = state, opened_at = opened_at, version = version, permitted = 0,
-    remaining = 0, completed = 0, failures = 0, slows = 0 }
-end
-
-local function read(key)
-  local s = load(key)
-  if s.exists then return reply(1, s) end
-  return reply(0, s)
-end
-
-local function begin(key, wait_us, permitted, ttl_ms, channel)
-  local s = load(key)
-  if s.state ~= 'open' then return reply(0, s) end
-  local elapsed = now_us() - s.opened_at
-  if elapsed < 0 then elapsed = 0 end
-  if elapsed < tonumber(wait_us) then return reply(0, s) end
-  local half = fresh('half_open', s.opened_at, bump(s.version))
-  half.permitted = tonumber(permitted)
-  half.remaining = half.permitted
-  save(key, half, ttl_ms, channel)
-  return reply(1, half)
-end
-";
-
-/// `read`: no arguments.
-const READ: &str = r"
-return read(KEYS[1])
-";
-
-/// `trip_open`: ARGV = channel, ttl_ms, expected version or ''.
-const TRIP: &str = r"
-local key = KEYS[1]
-local s = load(key)
-if fenced_out(s, ARGV[3]) then return reply(0, s) end
-if s.state == 'open' then
-  redis.call('PEXPIRE', key, ARGV[2])
-  return reply(0, s)
-end
-local open = fresh('open', now_us(), bump(s.version))
-save(key, open, ARGV[2], ARGV[1])
-return reply(1, open)
-";
-
-/// `begin_half_open_if_elapsed`: ARGV = channel, wait_us, permitted, ttl_ms.
-const BEGIN: &str = r"
-return begin(KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[1])
-";
-
-/// `lease_probe`: ARGV = channel, ttl_ms.
-const LEASE: &str = r"
-local key = KEYS[1]
-local s = load(key)
-if s.state ~= 'half_open' or s.remaining < 1 then return reply(0, s) end
-s.remaining = s.remaining - 1
-s.version = bump(s.version)
-save(key, s, ARGV[2], ARGV[1])
-return reply(1, s)
-";
-
-/// `record_probe`: ARGV = channel, failure (0/1), slow (0/1), ttl_ms.
-const RECORD: &str = r"
-local key = KEYS[1]
-local s = load(key)
-if s.state ~= 'half_open' then return reply(0, s) end
-s.completed = add32(s.completed, 1)
-s.failures = add32(s.failures, tonumber(ARGV[2]))
-s.slows = add32(s.slows, tonumber(ARGV[3]))
-s.version = bump(s.version)
-save(key, s, ARGV[4], ARGV[1])
-return reply(1, s)
-";
-
-/// `close`: ARGV = channel, ttl_ms, expected version or ''.
-const CLOSE: &str = r"
-local key = KEYS[1]
-local s = load(key)
-if fenced_out(s, ARGV[3]) then return reply(0, s) end
-local closed = fresh('closed', 0, bump(s.version))
-save(key, closed, ARGV[2], ARGV[1])
-return reply(1, closed)
-";
-
-/// `poll`: a whole batched poll. KEYS = the breakers' hashes; ARGV[1] =
-/// channel; then three values per key: wait_us ('' for a read), permitted,
-/// ttl_ms. Replies with one item per key: the nine values of `read` or
-/// `begin`, or `{'err', message}` when that key alone failed (a corrupt
-/// hash, `WRONGTYPE`), so one bad key never fails the others.
-const POLL: &str = r"
-local channel = ARGV[1]
-local out = {}
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local at = 3 * i - 1
-  local ok, r = pcall(function()
-    local wait = ARGV[at]
-    if wait == '' then return read(key) end
-    return begin(key, wait, ARGV[at + 1], ARGV[at + 2], channel)
-  end)
-  if ok then
-    out[i] = r
-  else
-    if type(r) == 'table' then r = r.err or r.message end
-    out[i] = { 'err', tostring(r) }
-  end
-end
-return out
-";
 
 struct Scripts {
     read: Script,
@@ -256,6 +62,8 @@ struct Scripts {
     lease: Script,
     record: Script,
     close: Script,
+    restart: Script,
+    restore: Script,
     poll: Script,
 }
 
@@ -268,13 +76,16 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         lease: script(LEASE),
         record: script(RECORD),
         close: script(CLOSE),
+        restart: script(RESTART),
+        restore: script(RESTORE),
         poll: script(POLL),
     }
 });
 
-/// The SHA1 digests of the seven scripts, in the order read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close, poll.
-pub(crate) fn digests() -> [&'static str; 7] {
+/// The SHA1 digests of the nine scripts, in the order read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
+/// restart_stalled_round, restore, poll.
+pub(crate) fn digests() -> [&'static str; 9] {
     let s = &*SCRIPTS;
     [
         s.read.get_hash(),
@@ -283,6 +94,8 @@ pub(crate) fn digests() -> [&'static str; 7] {
         s.lease.get_hash(),
         s.record.get_hash(),
         s.close.get_hash(),
+        s.restart.get_hash(),
+        s.restore.get_hash(),
         s.poll.get_hash(),
     ]
 }
@@ -299,6 +112,12 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
 pub(crate) fn wait_us(wait: Duration) -> u64 {
     let us = wait.as_nanos().div_ceil(1_000);
     u64::try_from(us).unwrap_or(u64::MAX).min(MAX_EXACT)
+}
+
+/// A timestamp as whole microseconds since the epoch, at most
+/// [`MAX_EXACT`] (the scripts clamp anything later to the server's now).
+pub(crate) fn opened_at_us(at: Timestamp) -> u64 {
+    (at.as_nanos() / 1_000).min(MAX_EXACT)
 }
 
 fn expected_arg(expected: Option<u64>) -> String {
@@ -329,6 +148,16 @@ pub(crate) enum Op {
         ttl: Duration,
         expected: Option<u64>,
     },
+    Restart {
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    },
+    Restore {
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    },
 }
 
 impl Op {
@@ -341,6 +170,8 @@ impl Op {
             Op::Lease { .. } => "lease_probe",
             Op::Record { .. } => "record_probe",
             Op::Close { .. } => "close",
+            Op::Restart { .. } => "restart_stalled_round",
+            Op::Restore { .. } => "restore",
         }
     }
 
@@ -389,6 +220,37 @@ impl Op {
                     .arg(expected_arg(expected));
                 inv
             }
+            Op::Restart {
+                expected,
+                permitted,
+                ttl,
+            } => {
+                let mut inv = s.restart.key(key);
+                inv.arg(channel)
+                    .arg(expected.min(MAX_VERSION))
+                    .arg(permitted)
+                    .arg(ttl_ms(ttl));
+                inv
+            }
+            Op::Restore {
+                expected,
+                state,
+                ttl,
+            } => {
+                let mut inv = s.restore.key(key);
+                inv.arg(channel)
+                    .arg(expected.min(MAX_VERSION))
+                    .arg(ttl_ms(ttl))
+                    .arg(state.state.as_str())
+                    .arg(opened_at_us(state.opened_at))
+                    .arg(state.version.min(MAX_VERSION))
+                    .arg(state.probes_permitted)
+                    .arg(state.probes_remaining)
+                    .arg(state.probes_completed)
+                    .arg(state.probe_failures)
+                    .arg(state.probe_slows);
+                inv
+            }
         }
     }
 }
@@ -432,13 +294,14 @@ pub(crate) fn poll_op_name(request: &PollRequest<'_>) -> &'static str {
     }
 }
 
+/// The answers of a `poll` reply, and why a begin's change notice could not
+/// be published, if one could not.
+pub(crate) type PollReply = (Vec<Result<SharedState, Error>>, Option<String>);
+
 /// Splits a `poll` reply into one answer per request: a view, or the error
 /// of that request alone. A reply of the wrong shape as a whole (not an
 /// array, or not one item per request) is an error for the whole batch.
-pub(crate) fn parse_poll(
-    requests: &[PollRequest<'_>],
-    value: &Value,
-) -> Result<Vec<Result<SharedState, Error>>, Error> {
+pub(crate) fn parse_poll(requests: &[PollRequest<'_>], value: &Value) -> Result<PollReply, Error> {
     let items = match value {
         Value::Array(items) => items.as_slice(),
         Value::ServerError(e) => return Err(Error::server("poll", e.clone())),
@@ -450,7 +313,8 @@ pub(crate) fn parse_poll(
             format!("{} answers to {} requests", items.len(), requests.len()),
         ));
     }
-    Ok(requests
+    let mut notice = None;
+    let answers = requests
         .iter()
         .zip(items)
         .map(|(request, item)| {
@@ -461,16 +325,23 @@ pub(crate) fn parse_poll(
             {
                 return Err(Error::script_item(op, message));
             }
-            parse(op, item).map(|reply| reply.state)
+            parse(op, item).map(|reply| {
+                notice = notice.take().or(reply.notice_error);
+                reply.state
+            })
         })
-        .collect())
+        .collect();
+    Ok((answers, notice))
 }
 
 /// A parsed script reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reply {
     pub(crate) code: bool,
     pub(crate) state: SharedState,
+    /// Why the write's change notice could not be published, if it could
+    /// not (the write itself was applied).
+    pub(crate) notice_error: Option<String>,
 }
 
 impl Reply {
@@ -532,11 +403,12 @@ pub(crate) fn parse(op: &'static str, value: &Value) -> Result<Reply, Error> {
         completed,
         failures,
         slows,
+        notice,
     ] = items
     else {
         return Err(Error::reply(
             op,
-            format!("{} values instead of 9", items.len()),
+            format!("{} values instead of 10", items.len()),
         ));
     };
     let code = int(op, code, "code", 1)? == 1;
@@ -547,14 +419,25 @@ pub(crate) fn parse(op: &'static str, value: &Value) -> Result<Reply, Error> {
             state: state(op, st)?,
             // At most 2^53 µs, so at most about 9.0e18 ns: fits in a u64.
             opened_at: Timestamp::from_nanos(opened_at_us.saturating_mul(1_000)),
-            version: int(op, version, "version", MAX_EXACT)?,
+            version: int(op, version, "version", MAX_VERSION)?,
             probes_permitted: u32_field(op, permitted, "probes_permitted")?,
             probes_remaining: u32_field(op, remaining, "probes_remaining")?,
             probes_completed: u32_field(op, completed, "probes_completed")?,
             probe_failures: u32_field(op, failures, "probe_failures")?,
             probe_slows: u32_field(op, slows, "probe_slows")?,
         },
+        notice_error: notice_error(op, notice)?,
     })
+}
+
+/// The tenth value: empty when the notice was published (or none was due).
+fn notice_error(op: &'static str, v: &Value) -> Result<Option<String>, Error> {
+    let text = match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return Err(Error::reply(op, "the notice status is not a string")),
+    };
+    Ok((!text.is_empty()).then_some(text))
 }
 
 #[cfg(test)]
@@ -568,6 +451,7 @@ mod tests {
     fn good() -> Vec<Value> {
         let mut v = vec![Value::Int(1), Value::BulkString(b"half_open".to_vec())];
         v.extend([1_700_000_000_000_000, 7, 3, 2, 1, 1, 0].map(Value::Int));
+        v.push(Value::BulkString(Vec::new()));
         v
     }
 
@@ -585,6 +469,11 @@ mod tests {
             ),
             (7, 3, 2)
         );
+        assert_eq!(r.notice_error, None);
+        let mut refused = good();
+        refused[9] = Value::BulkString(b"NOPERM no channel".to_vec());
+        let r = parse("trip_open", &reply(refused)).unwrap();
+        assert_eq!(r.notice_error.as_deref(), Some("NOPERM no channel"));
     }
 
     #[test]
@@ -594,7 +483,7 @@ mod tests {
             Value::Int(3),
             Value::Okay,
             reply(vec![]),
-            reply(good()[..8].to_vec()),
+            reply(good()[..9].to_vec()),
         ];
         let mut push = |i: usize, v: Value| {
             let mut items = good();
@@ -606,6 +495,8 @@ mod tests {
         push(1, Value::Int(0));
         push(2, Value::Int(-1));
         push(3, Value::Int(i64::MAX));
+        push(3, Value::Int(1 << 53)); // above MAX_VERSION: would stop fencing
+        push(9, Value::Int(0));
         push(4, Value::Int(1 << 40));
         push(5, Value::BulkString(b"1".to_vec()));
         push(8, Value::Nil);
@@ -638,7 +529,8 @@ mod tests {
             err(b"interlock: field version is out of range (corrupt or foreign breaker hash)"),
             err(b"WRONGTYPE Operation against a key holding the wrong kind of value"),
         ]);
-        let answers = parse_poll(&reqs, &value).unwrap();
+        let (answers, notice) = parse_poll(&reqs, &value).unwrap();
+        assert_eq!(notice, None);
         assert_eq!(answers[0].as_ref().unwrap().version, 7);
         let corrupt = answers[1].as_ref().unwrap_err();
         assert!(corrupt.is_corrupt());
@@ -662,7 +554,7 @@ mod tests {
             reply(vec![Value::BulkString(b"err".to_vec()), Value::Int(1)]),
             reply(good()),
         ]);
-        let answers = parse_poll(&reqs, &value).unwrap();
+        let (answers, _) = parse_poll(&reqs, &value).unwrap();
         assert!(answers[0].as_ref().unwrap_err().is_corrupt());
         assert!(answers[1].as_ref().unwrap_err().is_corrupt());
         assert!(answers[2].is_ok());
@@ -681,10 +573,17 @@ mod tests {
     }
 
     #[test]
+    fn the_scripts_bounds_are_the_crates() {
+        assert!(PRELUDE.contains(&format!("local MAX_VERSION = {MAX_VERSION}\n")));
+        assert!(PRELUDE.contains(&format!("local MAX_EXACT = {MAX_EXACT}\n")));
+        assert!(PRELUDE.contains(&format!("local MAX_U32 = {}\n", u32::MAX)));
+    }
+
+    #[test]
     fn every_script_has_its_own_digest() {
         let mut d = digests().to_vec();
         d.sort_unstable();
         d.dedup();
-        assert_eq!(d.len(), 7);
+        assert_eq!(d.len(), 9);
     }
 }

@@ -88,8 +88,31 @@ pub use interlock::CircuitOpenError;
 #[must_use]
 pub fn rejection(error: &reqwest_middleware::Error) -> Option<&CircuitOpenError> {
     match error {
-        reqwest_middleware::Error::Middleware(inner) => inner.downcast_ref::<CircuitOpenError>(),
-        _ => None,
+        reqwest_middleware::Error::Middleware(inner) => interlock::find_rejection(inner.as_ref()),
+        reqwest_middleware::Error::Reqwest(e) => interlock::find_rejection(e),
+    }
+}
+
+/// What the middleware reports in the rejection's place: a
+/// [`reqwest_middleware::Error::Middleware`] holding the rejection under a
+/// context that says the request was not sent. `Error`'s `source()` is then
+/// the [`CircuitOpenError`], so [`interlock::find_rejection`] (and every
+/// retry helper of `interlock`) finds it in the chain.
+fn rejected(open: CircuitOpenError) -> reqwest_middleware::Error {
+    reqwest_middleware::Error::Middleware(
+        anyhow::Error::new(open).context("request not sent: its host's circuit is open"),
+    )
+}
+
+/// Teaches [`interlock::find_rejection`] to look inside
+/// [`reqwest_middleware::Error::Middleware`], whose `source()` skips the
+/// error it holds: a rejection some other middleware put there is found too.
+fn open_middleware_error<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match error.downcast_ref::<reqwest_middleware::Error>()? {
+        reqwest_middleware::Error::Middleware(inner) => Some(inner.as_ref()),
+        reqwest_middleware::Error::Reqwest(_) => None,
     }
 }
 
@@ -220,6 +243,7 @@ impl CircuitBreakerMiddleware {
         resolver: impl NameResolver<Request>,
         classifier: HttpStatusClassifier,
     ) -> Self {
+        interlock::register_opener(open_middleware_error);
         CircuitBreakerMiddleware {
             shared: Arc::new(Shared {
                 registry,
@@ -283,7 +307,7 @@ impl<M: AsyncApi> Middleware for CircuitBreakerMiddleware<M> {
             .breaker(&name)
             .acquire_async()
             .await
-            .map_err(reqwest_middleware::Error::middleware)?;
+            .map_err(rejected)?;
         // Dropping this future here cancels the call (the permit goes back).
         let result = next.run(request, extensions).await;
         match &result {
@@ -294,6 +318,9 @@ impl<M: AsyncApi> Middleware for CircuitBreakerMiddleware<M> {
                     verdict => permit.finish_with(verdict, &status),
                 }
             }
+            // Another breaker's rejection (from a middleware inside this
+            // one) is ignored: the permit is dropped unrecorded.
+            Err(error) if interlock::find_rejection(error).is_some() => drop(permit),
             Err(error) => {
                 let verdict = match error {
                     reqwest_middleware::Error::Reqwest(e) => shared.classifier.classify_error(e),
@@ -387,6 +414,7 @@ impl<M: Mode> CircuitBreakerMiddlewareBuilder<M> {
     /// `config`, `clock`, `listener` or `initial_state`;
     /// [`BuildError::Config`] for an invalid initial state.
     pub fn build(self) -> Result<CircuitBreakerMiddleware<M>, BuildError> {
+        interlock::register_opener(open_middleware_error);
         Ok(CircuitBreakerMiddleware {
             shared: Arc::new(Shared {
                 registry: self.registry.build()?,

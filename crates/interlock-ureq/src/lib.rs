@@ -86,7 +86,19 @@ pub use interlock::CircuitOpenError;
 #[must_use]
 pub fn rejection(error: &ureq::Error) -> Option<&CircuitOpenError> {
     match error {
-        ureq::Error::Other(inner) => inner.downcast_ref::<CircuitOpenError>(),
+        ureq::Error::Other(inner) => interlock::find_rejection(&**inner),
+        _ => None,
+    }
+}
+
+/// Teaches [`interlock::find_rejection`] to look inside
+/// [`ureq::Error::Other`], which has no `source()`: then `interlock`'s retry
+/// helpers and breakers find a rejection in a `ureq::Error`.
+fn open_other<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match error.downcast_ref::<ureq::Error>()? {
+        ureq::Error::Other(inner) => Some(&**inner),
         _ => None,
     }
 }
@@ -205,6 +217,7 @@ impl CircuitBreakerMiddleware {
     /// host and port, classified by [`default_classifier`].
     #[must_use]
     pub fn new() -> Self {
+        interlock::register_opener(open_other);
         CircuitBreakerMiddleware {
             shared: Arc::new(Shared {
                 registry: HostRegistry::new(),
@@ -292,6 +305,9 @@ impl<M: SyncApi> Middleware for CircuitBreakerMiddleware<M> {
                     verdict => permit.finish_with(verdict, error),
                 }
             }
+            // Another breaker's rejection (from a middleware inside this
+            // one) is ignored: the permit is dropped unrecorded.
+            Err(error) if interlock::find_rejection(error).is_some() => drop(permit),
             Err(ureq::Error::Other(inner)) => {
                 permit.finish_with(shared.classifier.classify_error(&**inner), inner);
             }
@@ -383,6 +399,7 @@ impl<M: Mode> CircuitBreakerMiddlewareBuilder<M> {
     /// `config`, `clock`, `listener` or `initial_state`;
     /// [`BuildError::Config`] for an invalid initial state.
     pub fn build(self) -> Result<CircuitBreakerMiddleware<M>, BuildError> {
+        interlock::register_opener(open_other);
         Ok(CircuitBreakerMiddleware {
             shared: Arc::new(Shared {
                 registry: self.registry.build()?,

@@ -8,12 +8,15 @@
 //! [`MonotonicClock`] otherwise, so a tight threshold is still measured to
 //! the nanosecond.
 
+use std::cell::Cell;
 use std::fmt;
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
+
+use crate::background::{self, Owner};
 
 /// A point in time: nanoseconds since an arbitrary, clock-specific origin.
 ///
@@ -175,6 +178,13 @@ impl Clock for MonotonicClock {
 /// about a millisecond (plus scheduling delay) behind [`MonotonicClock`],
 /// with the same origin, and never goes backwards.
 ///
+/// The reading cannot freeze. Every 256th read on each thread compares it
+/// with the precise clock: a reading more than 20 ms behind is replaced by
+/// a precise one, and a thread that is gone (in a `fork()`ed child) is
+/// started again. The thread also widens its CPU mask to every CPU first
+/// thing, so one started by a pinned (or real-time) thread is not stuck
+/// behind it.
+///
 /// A breaker built without a clock reads it when its slow-call threshold is
 /// at least [`COARSE_MIN_SLOW_THRESHOLD`] (the default is 60 s): call
 /// durations (and so slow-call detection and
@@ -199,12 +209,33 @@ pub struct CoarseClock;
 const COARSE_TICK: Duration = Duration::from_millis(1);
 /// Ticks without a reader before the thread parks.
 const COARSE_IDLE_TICKS: u32 = 1000;
+/// Each thread checks every this many of its [`CoarseClock`] readings
+/// against the precise clock (a call's second reading, the settlement's,
+/// is not counted: see `ClockHandle::now_unmarked`). A check costs one
+/// precise read (20–40 ns), so this many readings share it: about a
+/// tenth of a nanosecond each. A power of two: the count is one byte.
+const CHECK_EVERY: u32 = 1 << u8::BITS;
+// The thread-local count is a byte that wraps to zero every `CHECK_EVERY`.
+const _: () = assert!(CHECK_EVERY == u8::MAX as u32 + 1);
+/// A reading this far behind the precise clock is stale: the clock's
+/// thread did not run for at least this long (starved, or gone). Well
+/// above a tick plus ordinary scheduling delay, so a thread that runs is
+/// rarely second-guessed (and then only refreshed).
+const STALE_AFTER: Duration = Duration::from_millis(20);
 
 struct Ticker {
     nanos: AtomicU64,
     /// [`RUNNING`] and [`READ`]: one byte, so a read tests both at once.
     flags: AtomicU8,
-    thread: Mutex<Option<Thread>>,
+    /// The thread, and the process it was started in (it is not in a
+    /// `fork()`ed child).
+    thread: Mutex<Option<(Thread, Owner)>>,
+}
+
+thread_local! {
+    /// This thread's counted readings of the coarse clock, modulo
+    /// [`CHECK_EVERY`].
+    static UNCHECKED: Cell<u8> = const { Cell::new(0) };
 }
 
 /// The thread is refreshing `nanos`.
@@ -225,6 +256,16 @@ fn ticker() -> &'static Ticker {
     &TICKER
 }
 
+/// After a `fork()` (see [`background::forked`]): a child whose parent's
+/// clock thread was ticking starts its own now (a parked one is started by
+/// the next read).
+pub(crate) fn revive() {
+    let t = ticker();
+    if t.flags.load(Ordering::Acquire) & RUNNING != 0 {
+        t.ensure_thread(false);
+    }
+}
+
 /// The smallest slow-call threshold for which a breaker built without a clock
 /// reads [`CoarseClock`]: a millisecond tick is then at most 1 % of the
 /// threshold. Below it, the breaker reads [`MonotonicClock`].
@@ -237,6 +278,25 @@ fn ticker() -> &'static Ticker {
 /// ```
 pub const COARSE_MIN_SLOW_THRESHOLD: Duration = Duration::from_millis(100);
 
+/// Whether this reading is the thread's [`CHECK_EVERY`]-th since its last
+/// check: a thread-local byte counts the readings and wraps to zero every
+/// [`CHECK_EVERY`] (one add to memory and a branch on its zero flag). The
+/// first reading of a thread is not checked.
+#[inline]
+fn check_due() -> bool {
+    UNCHECKED.with(|count| {
+        let n = count.get().wrapping_add(1);
+        count.set(n);
+        n == 0
+    })
+}
+
+/// Whether a coarse reading `reading` is stale next to the precise
+/// reading `precise`.
+fn is_stale(reading: u64, precise: u64) -> bool {
+    precise.saturating_sub(reading) > duration_to_nanos(STALE_AFTER)
+}
+
 impl Ticker {
     fn refresh(&self) -> u64 {
         let now = MonotonicClock.now().0;
@@ -248,23 +308,63 @@ impl Ticker {
         let now = self.refresh();
         // Release: the reading above is stored before `RUNNING` is set.
         if self.flags.fetch_or(RUNNING | READ, Ordering::AcqRel) & RUNNING == 0 {
-            let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
-            match thread.as_ref() {
-                Some(t) => t.unpark(),
-                None => {
-                    let spawned = std::thread::Builder::new()
-                        .name("interlock-coarse-clock".into())
-                        .spawn(move || self.run());
-                    match spawned {
-                        Ok(handle) => *thread = Some(handle.thread().clone()),
-                        // No thread: stay stopped, so every read is precise.
-                        Err(_) => {
-                            self.flags.fetch_and(!RUNNING, Ordering::Release);
-                        }
-                    }
+            self.ensure_thread(true);
+        }
+        Timestamp(now)
+    }
+
+    /// Makes sure a thread of this process ticks: unparks it (if `unpark`)
+    /// or starts one when there is none here (never started, or lost to a
+    /// `fork()`). Never blocks: in a child forked while another thread held
+    /// the slot's lock, the lock is never released, and readers keep
+    /// repairing the reading themselves instead.
+    fn ensure_thread(&'static self, unpark: bool) {
+        let mut slot = match self.thread.try_lock() {
+            Ok(slot) => slot,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        let forked = match slot.as_ref() {
+            Some((t, owner)) if owner.is_here() => {
+                if unpark {
+                    t.unpark();
                 }
+                return;
+            }
+            Some(_) => true,
+            None => false,
+        };
+        match background::spawn("interlock-coarse-clock", move || self.run()) {
+            Ok(handle) => *slot = Some((handle.thread().clone(), Owner::current())),
+            // No thread: stay stopped, so every read is precise.
+            Err(_) => {
+                *slot = None;
+                self.flags.fetch_and(!RUNNING, Ordering::Release);
             }
         }
+        drop(slot);
+        if forked {
+            // The first to notice: bring the timers and lanes back too.
+            background::forked();
+        }
+    }
+
+    /// A counted reading's check: `reading` against the precise clock. A
+    /// stale reading (the thread did not run for [`STALE_AFTER`]) is
+    /// replaced by the precise one, and the thread is started again if it
+    /// is gone.
+    #[cold]
+    #[inline(never)]
+    fn check(&'static self, reading: u64) -> Timestamp {
+        let precise = MonotonicClock.now().0;
+        if !is_stale(reading, precise) {
+            return Timestamp(reading);
+        }
+        let now = self
+            .nanos
+            .fetch_max(precise, Ordering::Relaxed)
+            .max(precise);
+        self.ensure_thread(false);
         Timestamp(now)
     }
 
@@ -323,21 +423,32 @@ impl CoarseClock {
     }
 }
 
+impl Ticker {
+    /// A counted reading (see [`CoarseClock`]).
+    #[inline]
+    fn read(&'static self) -> Timestamp {
+        // Acquire: `wake` stored a reading before it set `RUNNING`, so a
+        // reader that sees the thread running never sees the initial zero.
+        let flags = self.flags.load(Ordering::Acquire);
+        if flags != RUNNING | READ {
+            if flags & RUNNING == 0 {
+                return self.wake();
+            }
+            // Once per tick: tell the thread someone reads.
+            self.flags.fetch_or(READ, Ordering::Relaxed);
+        }
+        let reading = self.nanos.load(Ordering::Relaxed);
+        if check_due() {
+            return self.check(reading);
+        }
+        Timestamp(reading)
+    }
+}
+
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Timestamp {
-        let t = ticker();
-        // Acquire: `wake` stored a reading before it set `RUNNING`, so a
-        // reader that sees the thread running never sees the initial zero.
-        let flags = t.flags.load(Ordering::Acquire);
-        if flags != RUNNING | READ {
-            if flags & RUNNING == 0 {
-                return t.wake();
-            }
-            // Once per tick: tell the thread someone reads.
-            t.flags.fetch_or(READ, Ordering::Relaxed);
-        }
-        Timestamp(t.nanos.load(Ordering::Relaxed))
+        ticker().read()
     }
 }
 
@@ -582,6 +693,85 @@ mod tests {
             1_000,
             "a second of ticks"
         );
+    }
+
+    #[test]
+    fn a_reading_is_stale_only_well_behind_the_precise_clock() {
+        let stale_after = duration_to_nanos(STALE_AFTER);
+        assert!(!is_stale(1_000, 1_000));
+        assert!(!is_stale(5_000, 1_000), "a reading ahead is fresh");
+        assert!(!is_stale(1_000, 1_000 + stale_after));
+        assert!(is_stale(1_000, 1_001 + stale_after));
+        assert!(
+            STALE_AFTER >= 10 * COARSE_TICK,
+            "a ticking thread a few ticks late is not stale"
+        );
+    }
+
+    /// The staleness guard: a ticker whose thread is gone (as in a
+    /// `fork()`ed child: its flags still say it runs, its reading is
+    /// frozen) is noticed within `CHECK_EVERY` readings on any thread,
+    /// which then get a precise reading, and a new thread starts.
+    #[test]
+    fn a_frozen_reading_is_replaced_within_check_every_reads_and_the_thread_restarts() {
+        static FROZEN: Ticker = Ticker {
+            nanos: AtomicU64::new(1),
+            flags: AtomicU8::new(RUNNING | READ),
+            thread: Mutex::new(None),
+        };
+        // "Started in another process": a handle to a thread that does not
+        // tick this ticker.
+        *FROZEN.thread.lock().unwrap() = Some((std::thread::current(), Owner::elsewhere()));
+        // The frozen reading (1 ns after the origin) must be stale.
+        let stale_from = 2 * duration_to_nanos(STALE_AFTER);
+        while MonotonicClock.now().0 < stale_from {
+            std::thread::yield_now();
+        }
+        let before = MonotonicClock.now();
+        let mut frozen_reads = 0;
+        let repaired = loop {
+            let t = FROZEN.read();
+            if t.0 != 1 {
+                break t;
+            }
+            frozen_reads += 1;
+            assert!(
+                frozen_reads < CHECK_EVERY,
+                "still frozen after {frozen_reads} reads"
+            );
+        };
+        assert!(repaired >= before, "the repair is a precise reading");
+        let (_, owner) = FROZEN.thread.lock().unwrap().clone().unwrap();
+        assert!(owner.is_here(), "a new thread was started here");
+        // The new thread ticks: the reading moves on without further checks.
+        let deadline = MonotonicClock.now() + Duration::from_secs(30);
+        while FROZEN.nanos.load(Ordering::Relaxed) <= repaired.0 {
+            assert!(
+                MonotonicClock.now() < deadline,
+                "the restarted thread does not tick"
+            );
+            std::thread::yield_now();
+        }
+        // A fresh reading is returned as it is: readings never go back.
+        let mut last = FROZEN.read();
+        for _ in 0..(4 * CHECK_EVERY) {
+            let t = FROZEN.read();
+            assert!(t >= last);
+            last = t;
+        }
+    }
+
+    #[test]
+    fn every_check_every_th_reading_on_a_thread_is_checked() {
+        std::thread::spawn(|| {
+            let due: Vec<bool> = (0..3 * CHECK_EVERY).map(|_| check_due()).collect();
+            let checked: Vec<usize> = (0..due.len()).filter(|&i| due[i]).collect();
+            let every = CHECK_EVERY as usize;
+            // Readings 1, 2, ... of the thread: the 256th, 512th and 768th.
+            assert_eq!(checked, [every - 1, 2 * every - 1, 3 * every - 1]);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

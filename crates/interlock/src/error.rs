@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::duration_to_nanos;
+use crate::failure::Failure;
 use crate::identity::{BreakerName, Identity};
 use crate::machine::State;
 
@@ -154,11 +155,12 @@ impl Error for LastFailure {}
 pub struct CircuitOpenError {
     name: BreakerName,
     /// `id << 8 | state`: the breaker's [`Identity::id`] (to find its last
-    /// failure) and the rejecting state's bits, in one word so the error is
-    /// 64 bytes.
+    /// failure) and the rejecting state's bits, in one word.
     id_and_state: u64,
     /// `retry_after` in nanoseconds, [`NO_ESTIMATE`] for `None`.
     retry_after_nanos: u64,
+    /// The version of the breaker's last failure when it rejected the call.
+    failure_version: u64,
 }
 
 /// `retry_after_nanos` of a rejection without an estimate.
@@ -180,6 +182,7 @@ impl CircuitOpenError {
             name: identity.rejection_name.clone(),
             id_and_state: (identity.id << 8) | state.to_bits(),
             retry_after_nanos,
+            failure_version: identity.failure_version(),
         }
     }
 
@@ -222,12 +225,35 @@ impl CircuitOpenError {
         self.retry_after().map(ceil_secs)
     }
 
-    /// The breaker's most recent failure (R11.3), read when you ask: `None`
-    /// if there was none, the breaker has been `reset()` since, or every
-    /// handle to the breaker has been dropped.
+    /// The breaker's most recent failure when it rejected the call (R11.3):
+    /// a later failure or a `reset()` does not change what this rejection
+    /// reports. `None` if there was none then; also `None` once every
+    /// handle to the breaker has been dropped, or after the breaker has
+    /// recorded eight newer failures (or resets) since the rejection: it
+    /// keeps only its last eight for the rejections that carry them.
+    ///
+    /// The rejection carries a version number, not the failure (an `Arc`
+    /// clone would be a write to a line every rejecting thread shares); the
+    /// read finds that version under the breaker's own lock.
+    ///
+    /// ```
+    /// use interlock::{CallError, CircuitBreaker, Config, SlidingWindow};
+    ///
+    /// let breaker = CircuitBreaker::builder("db")
+    ///     .config(Config::builder().minimum_number_of_calls(1).sliding_window(SlidingWindow::count(1)).build()?)
+    ///     .build()?;
+    /// let admitted = breaker.acquire()?; // in flight when the breaker trips
+    /// let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("timeout")));
+    /// let Err(CallError::Rejected(open)) = breaker.call(|| Ok::<_, std::io::Error>(())) else { panic!() };
+    /// admitted.finish(&Err::<(), _>(std::io::Error::other("reset by peer")));
+    /// breaker.reset();
+    /// assert_eq!(open.last_failure().unwrap().message(), "timeout"); // what it knew
+    /// assert!(breaker.last_failure().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn last_failure(&self) -> Option<LastFailure> {
-        Identity::last_failure_of(self.id_and_state >> 8)
+        Identity::failure_at(self.id_and_state >> 8, self.failure_version)
     }
 }
 
@@ -269,10 +295,16 @@ impl PartialEq for CircuitOpenError {
 /// The result of a guarded call that did not succeed: either the breaker
 /// rejected it, or the call ran and returned its own error.
 ///
-/// `Display` and `source()` are those of the wrapped error (transparent).
+/// [`Inner`](CallError::Inner) is transparent: its `Display` and `source()`
+/// are the call's own error's. [`Rejected`](CallError::Rejected) describes
+/// this layer (`call not permitted`) and returns the [`CircuitOpenError`]
+/// from `source()`, so the rejection stays findable after `?` has turned the
+/// error into an `anyhow::Error` or a `Box<dyn Error>`
+/// ([`find_rejection`](crate::find_rejection), `chain()`).
 ///
 /// ```
-/// use interlock::{CallError, CircuitBreaker};
+/// use interlock::{CallError, CircuitBreaker, CircuitOpenError};
+/// use std::error::Error;
 ///
 /// let breaker = CircuitBreaker::new("svc");
 /// let r: Result<(), CallError<std::io::Error>> =
@@ -281,6 +313,12 @@ impl PartialEq for CircuitOpenError {
 /// assert!(!err.is_rejected());
 /// assert_eq!(err.to_string(), "boom");
 /// assert_eq!(err.into_inner().unwrap().to_string(), "boom");
+///
+/// breaker.force_open();
+/// let err = breaker.call(|| Ok::<_, std::io::Error>(())).unwrap_err();
+/// assert_eq!(err.to_string(), "call not permitted");
+/// let open = err.source().unwrap().downcast_ref::<CircuitOpenError>().unwrap();
+/// assert_eq!(open.to_string(), "circuit 'svc' is open");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum CallError<E> {
@@ -322,6 +360,34 @@ impl<E> CallError<E> {
             CallError::Inner(e) => CallError::Inner(f(e)),
         }
     }
+
+    /// The error as [`call`](crate::CircuitBreaker::call) would return it
+    /// for `E`: itself for a concrete error type; for an error handle
+    /// (`anyhow::Error`, `eyre::Report`, a boxed error) the handle, holding
+    /// the call's own error or the rejection. For the classified variants,
+    /// which keep `CallError` for any `E`:
+    ///
+    /// ```
+    /// use interlock::{CircuitBreaker, CircuitOpenError, Verdict};
+    ///
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// fn status(breaker: &CircuitBreaker) -> Result<u16, BoxError> {
+    ///     let status = breaker
+    ///         .call_classified(|| Ok::<u16, BoxError>(503), |_| Verdict::Failure)
+    ///         .map_err(|e| e.into_error())?;
+    ///     Ok(status)
+    /// }
+    ///
+    /// let breaker = CircuitBreaker::new("api");
+    /// breaker.force_open();
+    /// assert!(status(&breaker).unwrap_err().is::<CircuitOpenError>());
+    /// ```
+    pub fn into_error<K>(self) -> E::CallError
+    where
+        E: Failure<K>,
+    {
+        E::call_error(self)
+    }
 }
 
 impl<E> From<CircuitOpenError> for CallError<E> {
@@ -330,10 +396,14 @@ impl<E> From<CircuitOpenError> for CallError<E> {
     }
 }
 
+/// How a rejection describes the layer it came through; the
+/// [`CircuitOpenError`] itself is the `source()`.
+pub(crate) const NOT_PERMITTED: &str = "call not permitted";
+
 impl<E: fmt::Display> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CallError::Rejected(open) => fmt::Display::fmt(open, f),
+            CallError::Rejected(_) => f.write_str(NOT_PERMITTED),
             CallError::Inner(e) => fmt::Display::fmt(e, f),
         }
     }
@@ -342,7 +412,7 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
 impl<E: Error> Error for CallError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            CallError::Rejected(open) => open.source(),
+            CallError::Rejected(open) => Some(open),
             CallError::Inner(e) => e.source(),
         }
     }
@@ -354,7 +424,7 @@ mod tests {
 
     #[test]
     fn a_rejection_is_64_bytes_and_keeps_its_estimate() {
-        assert_eq!(std::mem::size_of::<CircuitOpenError>(), 64);
+        assert_eq!(std::mem::size_of::<CircuitOpenError>(), 72);
         let identity = Identity::register("svc");
         for (state, after) in [
             (State::Open, Some(Duration::ZERO)),

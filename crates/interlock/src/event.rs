@@ -95,12 +95,25 @@ pub enum Event<'a> {
         /// The breaker's name.
         breaker: &'a str,
     },
+    /// The storage cannot send or receive change notices (its server
+    /// refuses `PUBLISH` or `SUBSCRIBE` to this user, say): writes still
+    /// apply, and the breaker learns of other instances' changes by polling
+    /// alone. Emitted once per coordinator, to each of its breakers.
+    #[non_exhaustive]
+    StorageNoticesUnavailable {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// What the storage reported.
+        reason: &'a str,
+    },
     /// A retry strategy will try again after `delay`.
     #[non_exhaustive]
     RetryScheduled {
         /// The strategy's name.
         name: &'a str,
-        /// The attempt about to be made (the first retry is attempt 2).
+        /// The attempt that just failed (the first call is attempt 1, so
+        /// the first retry reports 1), as the original's `on_retry` does;
+        /// the next attempt is `attempt + 1`.
         attempt: u32,
         /// How long it waits first.
         delay: Duration,
@@ -177,7 +190,8 @@ impl<'a> Event<'a> {
             | Event::Reset { breaker }
             | Event::StorageDegraded { breaker, .. }
             | Event::StorageRecovered { breaker }
-            | Event::StorageWriteDropped { breaker } => breaker,
+            | Event::StorageWriteDropped { breaker }
+            | Event::StorageNoticesUnavailable { breaker, .. } => breaker,
             Event::RetryScheduled { name, .. }
             | Event::BulkheadRejected { name }
             | Event::FallbackUsed { name, .. }
@@ -201,6 +215,7 @@ impl<'a> Event<'a> {
             Event::StorageDegraded { .. } => "storage_degraded",
             Event::StorageRecovered { .. } => "storage_recovered",
             Event::StorageWriteDropped { .. } => "storage_write_dropped",
+            Event::StorageNoticesUnavailable { .. } => "storage_notices_unavailable",
             Event::RetryScheduled { .. } => "retry_scheduled",
             Event::BulkheadRejected { .. } => "bulkhead_rejected",
             Event::FallbackUsed { .. } => "fallback_used",
@@ -341,11 +356,17 @@ impl fmt::Display for Event<'_> {
             }
             Event::Reset { breaker } => write!(f, "{breaker}: reset"),
             Event::StorageDegraded { breaker, error } => {
-                write!(f, "{breaker}: storage degraded: {error}")
+                write!(f, "{breaker}: storage degraded: {}", Chain(*error))
             }
             Event::StorageRecovered { breaker } => write!(f, "{breaker}: storage recovered"),
             Event::StorageWriteDropped { breaker } => {
                 write!(f, "{breaker}: storage write dropped, queue full")
+            }
+            Event::StorageNoticesUnavailable { breaker, reason } => {
+                write!(
+                    f,
+                    "{breaker}: storage change notices unavailable, polling only: {reason}"
+                )
             }
             Event::RetryScheduled {
                 name,
@@ -354,7 +375,7 @@ impl fmt::Display for Event<'_> {
             } => {
                 write!(
                     f,
-                    "{name}: retry attempt {attempt} in {:.3}s",
+                    "{name}: attempt {attempt} failed, retrying in {:.3}s",
                     delay.as_secs_f64()
                 )
             }
@@ -390,6 +411,28 @@ impl fmt::Display for Event<'_> {
             }
             Event::OutcomeInjected { name } => write!(f, "{name}: outcome injected"),
         }
+    }
+}
+
+/// An error and its sources, joined by `: ` (a source whose text the
+/// previous part already ends with is not repeated), so an event's text
+/// names the cause, not only the operation that failed.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut last = self.0.to_string();
+        f.write_str(&last)?;
+        let mut next = self.0.source();
+        while let Some(source) = next {
+            let part = source.to_string();
+            if !part.is_empty() && !last.ends_with(&part) {
+                write!(f, ": {part}")?;
+            }
+            last = part;
+            next = source.source();
+        }
+        Ok(())
     }
 }
 
@@ -528,9 +571,30 @@ pub(crate) fn into_arc(listener: impl EventListener) -> Arc<dyn EventListener> {
 /// Delivers `event` to each listener, catching and logging panics (D5).
 pub(crate) fn emit(listeners: &[Arc<dyn EventListener>], event: &Event<'_>) {
     for listener in listeners {
-        if catch_unwind(AssertUnwindSafe(|| listener.on_event(event))).is_err() {
+        if !isolate(|| listener.on_event(event)) {
             report_listener_panic(event);
         }
+    }
+}
+
+/// Runs `f`, catching a panic: `false` if it panicked. The panic's payload
+/// is dropped under the same guard (a payload whose `Drop` panics again is
+/// leaked instead), so nothing unwinds out of here: a background thread
+/// running user code (listeners, clocks, wakers) survives it.
+pub(crate) fn isolate(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => true,
+        Err(payload) => {
+            drop_payload(payload);
+            false
+        }
+    }
+}
+
+/// Drops a caught panic's payload; one whose `Drop` panics is leaked.
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 
@@ -543,10 +607,15 @@ fn report_listener_panic(event: &Event<'_>) {
         event = event.kind(),
         "an event listener panicked; the panic was caught and ignored"
     );
+    // Not `eprintln!`, which panics when stderr cannot be written.
     #[cfg(not(feature = "tracing"))]
-    eprintln!(
-        "interlock: an event listener panicked on a {} event of {:?}; the panic was caught and ignored",
-        event.kind(),
-        event.name()
-    );
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "interlock: an event listener panicked on a {} event of {:?}; the panic was caught and ignored",
+            event.kind(),
+            event.name()
+        );
+    }
 }

@@ -1,18 +1,23 @@
 //! What a breaker and its rejections share: the breaker's name, copied into
 //! each rejection without touching a shared counter, and its last failure,
-//! found again through the breaker's id when a rejection is asked for it.
+//! which a rejection captures as a version number (one load, no shared
+//! write) and finds again when it is asked for it.
 //!
 //! A rejection is the hot path of an OPEN breaker, so it must not clone an
 //! `Arc` (an atomic read-modify-write on a line every rejecting thread
 //! writes, and another one when the error is dropped). A name of up to
 //! [`INLINE_NAME`] bytes is copied inline; a longer one shares an `Arc<str>`.
-//! The last failure is looked up in a process-wide table of live breakers,
-//! which is written only when a breaker is created or dropped.
+//! The last failure is versioned: each change bumps a counter, and the
+//! breaker keeps its last [`KEPT_FAILURES`] versions, so a rejection reads
+//! the failure that was current when it was made (R11.3), not a later one.
+//! Its breaker is found through a table of live breakers split into
+//! [`SHARDS`] locks by id, so two breakers almost never share a lock; the
+//! table is written only when a breaker is created or dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::LastFailure;
 
@@ -113,6 +118,14 @@ impl fmt::Debug for BreakerName {
     }
 }
 
+/// How many versions of its last failure a breaker keeps for the rejections
+/// that carry them: a rejection read after this many newer failures (or
+/// resets) finds none.
+pub(crate) const KEPT_FAILURES: usize = 8;
+
+/// How many locks the table of live breakers is split into (by id).
+const SHARDS: usize = 64;
+
 /// One breaker's identity: its name, id and last failure (R11.3).
 #[derive(Debug)]
 pub(crate) struct Identity {
@@ -120,15 +133,44 @@ pub(crate) struct Identity {
     name: Arc<str>,
     /// The name as rejections copy it.
     pub(crate) rejection_name: BreakerName,
-    last_failure: Mutex<Option<LastFailure>>,
+    failures: Arc<Failures>,
 }
 
-/// Live identities by id, so a rejection can read its breaker's last failure
-/// without holding the breaker.
-static LIVE: Mutex<BTreeMap<u64, Weak<Identity>>> = Mutex::new(BTreeMap::new());
+/// A breaker's last failure and its recent versions.
+#[derive(Debug, Default)]
+struct Failures {
+    /// The current version, written under `log` after the log has it.
+    version: AtomicU64,
+    /// The last [`KEPT_FAILURES`] versions, oldest first; the last is the
+    /// current one. Version 0 is "no failure".
+    log: Mutex<VecDeque<(u64, Option<LastFailure>)>>,
+}
 
-fn live() -> std::sync::MutexGuard<'static, BTreeMap<u64, Weak<Identity>>> {
-    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+impl Failures {
+    fn log(&self) -> MutexGuard<'_, VecDeque<(u64, Option<LastFailure>)>> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn at(&self, version: u64) -> Option<LastFailure> {
+        let log = self.log();
+        let index = log.binary_search_by_key(&version, |(v, _)| *v).ok()?;
+        log.get(index).and_then(|(_, f)| f.clone())
+    }
+}
+
+type Shard = Mutex<BTreeMap<u64, Arc<Failures>>>;
+
+/// Live breakers' failures by id, so a rejection can read its failure
+/// without holding the breaker.
+static LIVE: [Shard; SHARDS] = [const { Mutex::new(BTreeMap::new()) }; SHARDS];
+
+fn shard(id: u64) -> MutexGuard<'static, BTreeMap<u64, Arc<Failures>>> {
+    // The id is below `SHARDS` after the remainder.
+    let index = usize::try_from(id % SHARDS as u64).unwrap_or_default();
+    LIVE.get(index)
+        .unwrap_or(&LIVE[0])
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Identity {
@@ -137,20 +179,29 @@ impl Identity {
     pub(crate) fn register(name: &str) -> Arc<Self> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let name: Arc<str> = name.into();
+        let failures = Arc::new(Failures::default());
+        failures.log().push_back((0, None));
         let identity = Arc::new(Identity {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             rejection_name: BreakerName::new(&name),
             name,
-            last_failure: Mutex::new(None),
+            failures,
         });
-        live().insert(identity.id, Arc::downgrade(&identity));
+        shard(identity.id).insert(identity.id, Arc::clone(&identity.failures));
         identity
     }
 
-    /// The live breaker `id`'s last failure; `None` once it is gone.
-    pub(crate) fn last_failure_of(id: u64) -> Option<LastFailure> {
-        let identity = live().get(&id)?.upgrade()?;
-        identity.last_failure()
+    /// The version of the last failure now: what a rejection carries.
+    #[inline]
+    pub(crate) fn failure_version(&self) -> u64 {
+        self.failures.version.load(Ordering::Acquire)
+    }
+
+    /// The live breaker `id`'s failure at `version`; `None` once the breaker
+    /// is gone or the version is no longer kept.
+    pub(crate) fn failure_at(id: u64, version: u64) -> Option<LastFailure> {
+        let failures = Arc::clone(shard(id).get(&id)?);
+        failures.at(version)
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -158,31 +209,43 @@ impl Identity {
     }
 
     pub(crate) fn last_failure(&self) -> Option<LastFailure> {
-        self.last_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.failures.log().back().and_then(|(_, f)| f.clone())
     }
 
-    pub(crate) fn set_last_failure(&self, failure: Option<LastFailure>) {
-        *self
-            .last_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = failure;
+    /// Clears the last failure (`reset()`).
+    pub(crate) fn clear_last_failure(&self) {
+        self.replace(|current| current.is_some().then_some(None));
     }
 
-    /// Runs `f` on the last failure under its lock.
-    pub(crate) fn with_last_failure<R>(&self, f: impl FnOnce(&mut Option<LastFailure>) -> R) -> R {
-        f(&mut self
-            .last_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner))
+    /// Makes `type_name: message` the last failure, unless it already is:
+    /// the same error repeating during an outage allocates nothing.
+    pub(crate) fn record_failure(&self, type_name: &'static str, message: &str) {
+        self.replace(|current| {
+            (!current.is_some_and(|f| f.same_as(type_name, message)))
+                .then(|| Some(LastFailure::new(type_name, message.to_owned())))
+        });
+    }
+
+    /// Appends the version `change` makes of the current failure, if it
+    /// makes one.
+    fn replace(&self, change: impl FnOnce(Option<&LastFailure>) -> Option<Option<LastFailure>>) {
+        let mut log = self.failures.log();
+        let (version, current) = match log.back() {
+            Some((v, f)) => (*v, f.as_ref()),
+            None => (0, None),
+        };
+        let Some(next) = change(current) else { return };
+        if log.len() >= KEPT_FAILURES {
+            log.pop_front();
+        }
+        log.push_back((version + 1, next));
+        self.failures.version.store(version + 1, Ordering::Release);
     }
 }
 
 impl Drop for Identity {
     fn drop(&mut self) {
-        live().remove(&self.id);
+        shard(self.id).remove(&self.id);
     }
 }
 
@@ -228,16 +291,31 @@ mod tests {
     }
 
     #[test]
-    fn a_rejection_finds_the_last_failure_while_the_breaker_lives() {
+    fn a_rejection_finds_the_failure_of_its_version_while_the_breaker_lives() {
         let identity = Identity::register("svc");
         let id = identity.id;
-        assert!(Identity::last_failure_of(id).is_none());
-        identity.set_last_failure(Some(LastFailure::new("E", "boom".into())));
-        assert_eq!(Identity::last_failure_of(id).unwrap().message(), "boom");
+        let none = identity.failure_version();
+        assert!(Identity::failure_at(id, none).is_none());
+        identity.record_failure("E", "boom");
+        let boom = identity.failure_version();
+        identity.record_failure("E", "boom"); // a repeat makes no version
+        assert_eq!(identity.failure_version(), boom);
+        identity.record_failure("E", "bang");
+        assert_eq!(Identity::failure_at(id, boom).unwrap().message(), "boom");
+        assert_eq!(identity.last_failure().unwrap().message(), "bang");
+        identity.clear_last_failure();
+        assert!(identity.last_failure().is_none());
+        assert_eq!(Identity::failure_at(id, boom).unwrap().message(), "boom");
+        // Only the last KEPT_FAILURES versions are kept.
+        for i in 0..KEPT_FAILURES {
+            identity.record_failure("E", &i.to_string());
+        }
+        assert!(Identity::failure_at(id, boom).is_none());
+        let last = identity.failure_version();
         drop(identity);
-        assert!(Identity::last_failure_of(id).is_none());
+        assert!(Identity::failure_at(id, last).is_none());
         assert!(
-            !live().contains_key(&id),
+            !shard(id).contains_key(&id),
             "a dropped identity leaves the table"
         );
     }

@@ -51,11 +51,25 @@
 //! | `testing` | `storage::contract`, the public test suite for storage implementations, and `storage::testing::FlakyStorage` |
 //! | `full`    | every feature above                                       |
 //!
-//! No feature is on by default, and without features the crate has no
-//! dependencies. Hedging (`pipeline::Hedge`) and chaos injection
-//! (`pipeline::chaos`) need none: they are always compiled. Rate limiting
-//! is the one pipeline strategy behind a feature, because GCRA done well
-//! (lock-free, keyed, with housekeeping) is what `governor` already is.
+//! No feature is on by default. Hedging (`pipeline::Hedge`) and chaos
+//! injection (`pipeline::chaos`) need none: they are always compiled. Rate
+//! limiting is the one pipeline strategy behind a feature, because GCRA
+//! done well (lock-free, keyed, with housekeeping) is what `governor`
+//! already is.
+//!
+//! # Dependencies
+//!
+//! Without features the crate has one dependency, on Linux and Android
+//! only: [`rustix`](https://docs.rs/rustix) (its `thread` API), the
+//! Bytecode Alliance's safe bindings to the system calls, for
+//! **`sched_setaffinity`**, which `std` does not offer and which would
+//! otherwise need `unsafe` (this crate forbids it). The crate's background
+//! threads (the coarse clock's ticker, the `auto_transition` timer, the
+//! pipeline's sleeper, the coordinator lanes) are started with every CPU
+//! in their mask, so a thread pinned beside a `SCHED_FIFO` spinner that
+//! happens to start one does not confine it to a CPU where it never runs.
+//! Only that system call is used: not rustix's vDSO clock, which cannot
+//! run under valgrind.
 //!
 //! # Guides
 //!
@@ -76,12 +90,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
+mod background;
 mod breaker;
 mod classify;
 mod clock;
 mod config;
 mod error;
 mod event;
+pub mod failure;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -108,6 +124,7 @@ pub use clock::{
 pub use config::{Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, SlidingWindow};
 pub use error::{CallError, CircuitOpenError, ConfigError, LastFailure};
 pub use event::{Event, EventListener, FanOut};
+pub use failure::{Failure, find_rejection, register_opener};
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub use logging::LoggingEventListener;

@@ -11,10 +11,11 @@ use crate::event::{Event, EventListener};
 /// | [`CallRejected`](Event::CallRejected) | WARN | `call rejected` | `breaker`, `state` |
 /// | [`Reset`](Event::Reset) | INFO | `reset` | `breaker` |
 /// | [`CallRecorded`](Event::CallRecorded) | DEBUG | `call recorded` | `breaker`, `outcome`, `duration_s` |
-/// | [`StorageDegraded`](Event::StorageDegraded) | WARN | `storage degraded` | `breaker`, `error` |
+/// | [`StorageDegraded`](Event::StorageDegraded) | WARN | `storage degraded` | `breaker`, `error`, `cause` |
 /// | [`StorageRecovered`](Event::StorageRecovered) | INFO | `storage recovered` | `breaker` |
 /// | [`StorageWriteDropped`](Event::StorageWriteDropped) | WARN | `storage write dropped` | `breaker` |
-/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt`, `delay_s` |
+/// | [`StorageNoticesUnavailable`](Event::StorageNoticesUnavailable) | WARN | `storage notices unavailable` | `breaker`, `reason` |
+/// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt` (the one that failed), `delay_s` |
 /// | [`BulkheadRejected`](Event::BulkheadRejected) | WARN | `bulkhead rejected` | `name` |
 /// | [`FallbackUsed`](Event::FallbackUsed) | WARN | `fallback used` | `name`, `error` |
 /// | [`HedgeStarted`](Event::HedgeStarted) | INFO | `hedge started` | `name`, `attempt`, `delay_s` |
@@ -27,7 +28,9 @@ use crate::event::{Event, EventListener};
 /// [`Outcome::as_str`]); `duration_s`, `delay_s`, `retry_after_s` and
 /// `latency_s` are seconds as `f64`;
 /// `error` is recorded as an error value, so subscribers that understand
-/// errors can walk its sources. Calls are logged in every state, a
+/// errors can walk its sources, and `cause` is the error with all its
+/// sources as one line of text (`redis storage: read failed (timed out):
+/// ...`), for the ones that do not. Calls are logged in every state, a
 /// disabled breaker's included.
 ///
 /// [`State::as_str`]: crate::State::as_str
@@ -62,7 +65,8 @@ impl EventListener for LoggingEventListener {
             ),
             Event::Reset { breaker } => tracing::info!(target: "interlock", breaker, "reset"),
             Event::StorageDegraded { breaker, error } => tracing::warn!(
-                target: "interlock", breaker, error, "storage degraded"
+                target: "interlock", breaker, error, cause = %crate::event::Chain(error),
+                "storage degraded"
             ),
             Event::StorageRecovered { breaker } => {
                 tracing::info!(target: "interlock", breaker, "storage recovered")
@@ -70,6 +74,9 @@ impl EventListener for LoggingEventListener {
             Event::StorageWriteDropped { breaker } => {
                 tracing::warn!(target: "interlock", breaker, "storage write dropped")
             }
+            Event::StorageNoticesUnavailable { breaker, reason } => tracing::warn!(
+                target: "interlock", breaker, reason, "storage notices unavailable"
+            ),
             Event::RetryScheduled {
                 name,
                 attempt,
@@ -186,9 +193,26 @@ mod tests {
         (level, message.to_owned(), fields)
     }
 
+    /// A storage error that names the operation and keeps the cause as
+    /// its source, as `interlock-redis`'s does.
+    #[derive(Debug)]
+    struct ReadFailed(std::io::Error);
+
+    impl fmt::Display for ReadFailed {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("read failed")
+        }
+    }
+
+    impl Error for ReadFailed {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
     #[test]
     fn storage_events() {
-        let error = std::io::Error::other("connection refused");
+        let error = ReadFailed(std::io::Error::other("connection refused"));
         let records = log(&[
             Event::StorageDegraded {
                 breaker: "orders",
@@ -196,6 +220,10 @@ mod tests {
             },
             Event::StorageWriteDropped { breaker: "orders" },
             Event::StorageRecovered { breaker: "orders" },
+            Event::StorageNoticesUnavailable {
+                breaker: "orders",
+                reason: "NOPERM",
+            },
         ]);
         assert_eq!(
             records,
@@ -205,7 +233,8 @@ mod tests {
                     "storage degraded",
                     &[
                         ("breaker", "orders"),
-                        ("error", "error: connection refused")
+                        ("error", "error: read failed"),
+                        ("cause", "read failed: connection refused"),
                     ]
                 ),
                 record(
@@ -214,7 +243,21 @@ mod tests {
                     &[("breaker", "orders")]
                 ),
                 record(Level::INFO, "storage recovered", &[("breaker", "orders")]),
+                record(
+                    Level::WARN,
+                    "storage notices unavailable",
+                    &[("breaker", "orders"), ("reason", "NOPERM")]
+                ),
             ]
+        );
+        let text = Event::StorageDegraded {
+            breaker: "orders",
+            error: &error,
+        }
+        .to_string();
+        assert_eq!(
+            text,
+            "orders: storage degraded: read failed: connection refused"
         );
     }
 

@@ -278,6 +278,28 @@ impl AsyncStorage for Plain {
         self.check();
         Ok(self.inner.close(name, ttl, expected))
     }
+    async fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.check();
+        Ok(self
+            .inner
+            .restart_stalled_round(name, expected, permitted, ttl))
+    }
+    async fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.check();
+        Ok(self.inner.restore(name, expected, state, ttl))
+    }
 }
 
 #[tokio::test]

@@ -289,6 +289,24 @@ impl Storage for Racing {
     fn close(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
         Storage::close(&self.inner, n, ttl, v)
     }
+    fn restart_stalled_round(
+        &self,
+        n: &str,
+        v: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Storage::restart_stalled_round(&self.inner, n, v, permitted, ttl)
+    }
+    fn restore(
+        &self,
+        n: &str,
+        v: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Storage::restore(&self.inner, n, v, state, ttl)
+    }
 }
 
 #[test]
@@ -374,6 +392,26 @@ impl Storage for Flaky {
     fn close(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
         self.check()?;
         Storage::close(&self.inner, n, ttl, v)
+    }
+    fn restart_stalled_round(
+        &self,
+        n: &str,
+        v: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.check()?;
+        Storage::restart_stalled_round(&self.inner, n, v, permitted, ttl)
+    }
+    fn restore(
+        &self,
+        n: &str,
+        v: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.check()?;
+        Storage::restore(&self.inner, n, v, state, ttl)
     }
     fn settings(&self) -> StorageSettings {
         StorageSettings::builder()
@@ -734,6 +772,26 @@ impl Storage for Panicking {
     fn close(&self, n: &str, ttl: Duration, v: Option<u64>) -> Result<SharedState, StorageError> {
         self.check();
         Storage::close(&self.inner, n, ttl, v)
+    }
+    fn restart_stalled_round(
+        &self,
+        n: &str,
+        v: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.check();
+        Storage::restart_stalled_round(&self.inner, n, v, permitted, ttl)
+    }
+    fn restore(
+        &self,
+        n: &str,
+        v: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.check();
+        Storage::restore(&self.inner, n, v, state, ttl)
     }
 }
 

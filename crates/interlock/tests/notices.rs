@@ -323,6 +323,26 @@ impl Storage for Scripted {
     ) -> Result<SharedState, StorageError> {
         Ok(self.inner.close(name, ttl, expected_version))
     }
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(self
+            .inner
+            .restart_stalled_round(name, expected, permitted, ttl))
+    }
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(self.inner.restore(name, expected, state, ttl))
+    }
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         let mut answers: PollAnswers = self.inner.poll_many(requests).into_iter().map(Ok).collect();
         match *self.batch.lock().unwrap() {

@@ -55,9 +55,14 @@ fn every_pipeline_error_variant_answers_for_itself() {
 
     let rejected: PipelineError<Io> = PipelineError::from(rejection());
     assert!(rejected.is_rejected() && rejected.inner().is_none());
-    assert_eq!(rejected.to_string(), "circuit 'svc' is open");
+    // Issue 24: the layer describes itself, the rejection is the source.
+    assert_eq!(rejected.to_string(), "call not permitted");
     assert_eq!(rejected.as_rejection().unwrap().breaker_name(), "svc");
-    assert!(rejected.source().is_none());
+    assert_eq!(
+        rejected.source().unwrap().to_string(),
+        "circuit 'svc' is open"
+    );
+    assert_eq!(rejected.find_rejection().unwrap().breaker_name(), "svc");
     let boxed: BoxError = rejected.map_inner(|e| e).into_boxed();
     assert_eq!(boxed.as_rejection().unwrap().breaker_name(), "svc");
 

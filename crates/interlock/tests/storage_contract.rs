@@ -67,7 +67,7 @@ fn r16_each_rule_runs_alone_on_a_storage_shared_with_other_runs() {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), RULES.len());
-    assert_eq!(RULES.len(), 22);
+    assert_eq!(RULES.len(), 27);
 }
 
 // --- The suite catches broken storages -------------------------------------
@@ -89,6 +89,11 @@ enum Breakage {
     BatchOnlyReads,
     /// `poll_many` answers in reverse order.
     BatchReversed,
+    /// `restart_stalled_round` ignores the version fence.
+    RestartUnfenced,
+    /// `restore` bumps the stored version instead of lifting it above the
+    /// given state's.
+    RestoreWithoutLift,
 }
 
 #[derive(Debug)]
@@ -160,6 +165,38 @@ impl Storage for Broken {
             expected
         };
         Ok(self.inner.close(name, self.ttl(ttl), expected))
+    }
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let expected = match (self.how, self.inner.peek(name)) {
+            (Breakage::RestartUnfenced, Some(current)) => current.version,
+            _ => expected,
+        };
+        Ok(self
+            .inner
+            .restart_stalled_round(name, expected, permitted, self.ttl(ttl)))
+    }
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let state = if self.how == Breakage::RestoreWithoutLift {
+            SharedState {
+                version: 0,
+                ..state
+            }
+        } else {
+            state
+        };
+        Ok(self.inner.restore(name, expected, state, self.ttl(ttl)))
     }
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         let mut answers: PollAnswers = match self.how {
@@ -247,6 +284,28 @@ fn r17_2_suite_catches_a_batch_that_skips_begins_or_scrambles_the_order() {
             "{how:?}: {msg}"
         );
     }
+}
+
+#[test]
+fn r16_13_suite_catches_a_restart_without_its_fence() {
+    let (s, clock) = Broken::new(Breakage::RestartUnfenced);
+    let msg = violation(|| {
+        blocking::restart_needs_a_stalled_round_at_the_expected_version(&s, &clock);
+    });
+    assert!(
+        msg.contains("R16.13 restart_needs_a_stalled_round_at_the_expected_version"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn r16_14_suite_catches_a_restore_that_does_not_lift_the_version() {
+    let (s, clock) = Broken::new(Breakage::RestoreWithoutLift);
+    let msg = violation(|| blocking::restore_is_fenced_and_lifts_the_version(&s, &clock));
+    assert!(
+        msg.contains("R16.14 restore_is_fenced_and_lifts_the_version"),
+        "{msg}"
+    );
 }
 
 #[test]

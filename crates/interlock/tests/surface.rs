@@ -76,7 +76,7 @@ fn r13_1_every_event_names_its_source_and_kind() {
         (
             Event::retry_scheduled("r", 2, Duration::from_millis(250)),
             "retry_scheduled",
-            "r: retry attempt 2 in 0.250s",
+            "r: attempt 2 failed, retrying in 0.250s",
         ),
         (
             Event::bulkhead_rejected("r"),
@@ -160,11 +160,12 @@ fn r6_4_rejections_and_call_errors_read_as_documented() {
     clock.advance(Duration::from_millis(1_000));
     let rejected = b.call(|| Ok::<_, Wrapped>(())).unwrap_err();
     assert!(rejected.is_rejected());
+    // Issue 24: the layer describes itself; the rejection is its source.
+    assert_eq!(rejected.to_string(), "call not permitted");
     assert_eq!(
-        rejected.to_string(),
+        rejected.source().unwrap().to_string(),
         "circuit 'db' is open; retry in ~1.500s"
     );
-    assert!(rejected.source().is_none());
     let open: CircuitOpenError = rejected.rejected().unwrap().clone();
     assert_eq!(open.retry_after_secs(), Some(2));
     let last = open.last_failure().unwrap();

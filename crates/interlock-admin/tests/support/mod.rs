@@ -169,6 +169,8 @@ pub(crate) struct Events {
 pub(crate) struct Message {
     pub(crate) event: String,
     pub(crate) data: serde_json::Value,
+    /// The size of `data` as sent, in bytes.
+    pub(crate) bytes: usize,
 }
 
 impl Events {
@@ -211,9 +213,10 @@ impl Events {
                 if data.is_empty() {
                     continue; // a keep-alive comment
                 }
+                let bytes = data.len();
                 let data = serde_json::from_str(&data)
                     .unwrap_or_else(|e| panic!("event data is not JSON ({e}): {data:?}"));
-                return Message { event, data };
+                return Message { event, data, bytes };
             }
             let frame = self
                 .body

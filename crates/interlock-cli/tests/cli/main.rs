@@ -555,6 +555,41 @@ fn a_bad_url_is_a_usage_error_and_a_dead_server_a_clear_error() {
     );
 }
 
+/// A server that accepts connections but never answers (stopped): the
+/// command gives up after `--timeout`, not a multiple of it, and says why.
+#[test]
+fn a_stopped_server_is_reported_within_the_timeout_and_plainly() {
+    let server = Server::start();
+    fleet(&server);
+    server.signal("STOP");
+    let timed = |timeout: &str| {
+        let clock = interlock::MonotonicClock;
+        let started = interlock::Clock::now(&clock);
+        let out = run(cli(&server, &["show", "payments", "--timeout", timeout])).expect_code(1);
+        (
+            interlock::Clock::now(&clock).saturating_duration_since(started),
+            out,
+        )
+    };
+    let (took, out) = timed("3s");
+    server.signal("CONT");
+    assert!(
+        out.stderr.contains(&format!(
+            "interlock: redis at {} did not answer within 3.0s (is it stopped, paused or \
+             overloaded?",
+            server.url()
+        )),
+        "{out:#?}"
+    );
+    assert!(!out.stderr.contains("os error"), "{out:#?}");
+    // The client's own handshake waits the timeout once per step (twice
+    // here): the command must not. The margin is for starting the process.
+    assert!(
+        took < Duration::from_millis(4500),
+        "a 3 s timeout took {took:?}"
+    );
+}
+
 #[test]
 fn a_password_protected_server_needs_the_password_and_never_shows_it() {
     let server = Server::start();
@@ -663,6 +698,23 @@ fn foreign_data_under_the_prefix_is_reported_not_a_crash() {
         out.stdout
     );
 
+    let out = run(cli(&server, &["show", "stringly"])).expect_code(1);
+    assert!(
+        out.stderr.contains(
+            "the key of stringly, `interlock:{cb}:stringly`, holds a string, not a breaker's \
+             state"
+        ),
+        "{out:#?}"
+    );
+    assert!(
+        !out.stderr.contains("script") && !out.stderr.contains("@user_script"),
+        "no script digest or Lua line: {out:#?}"
+    );
+    let stringly_row = run(cli(&server, &["list"])).expect_code(0).stdout;
+    assert!(
+        stringly_row.contains("(the key holds a string, not a breaker's state)"),
+        "{stringly_row}"
+    );
     let out = run(cli(&server, &["show", "mangled"])).expect_code(1);
     assert!(out.stderr.contains("cannot read mangled"), "{out:#?}");
     assert!(out.stderr.contains("refused"), "{out:#?}");

@@ -90,6 +90,17 @@ impl Server {
         self.child = spawn(self.port, &self.dir).expect("restart on the same port");
     }
 
+    /// Pauses (`STOP`) or resumes (`CONT`) the server process: paused, it
+    /// still accepts connections (the kernel does) but answers nothing.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// Kills the server (SIGKILL) and waits for it to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

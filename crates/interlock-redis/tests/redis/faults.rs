@@ -78,6 +78,25 @@ fn a_killed_server_degrades_once_and_a_restart_recovers_adopting_a_shared_open()
         "{:?}",
         a.events.all()
     );
+    // The event's text names the cause, not only the operation.
+    let degraded = a
+        .events
+        .all()
+        .into_iter()
+        .find(|e| e.contains("storage degraded"))
+        .unwrap();
+    let cause = [
+        "(connection refused)",
+        "(connection lost)",
+        "(I/O error)",
+        "(timed out)",
+    ];
+    // `... read failed (connection lost): unexpected end of file`, say.
+    let (_, source) = degraded.rsplit_once("): ").unwrap_or_default();
+    assert!(
+        cause.iter().any(|c| degraded.contains(c)) && !source.is_empty(),
+        "{degraded}"
+    );
     assert_eq!(
         a.events.count("storage recovered"),
         1,

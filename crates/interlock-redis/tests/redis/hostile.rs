@@ -95,6 +95,14 @@ fn a_corrupt_or_foreign_hash_is_a_storage_error_and_is_left_alone() {
             "version above 2^53".into(),
             with("version", "9007199254740992"),
         ),
+        (
+            "version 2^53 - 1, where adding one no longer works".into(),
+            with("version", "9007199254740991"),
+        ),
+        (
+            "version above 2^50".into(),
+            with("version", "1125899906842625"),
+        ),
         ("negative opened_at".into(), with("opened_at", "-5")),
         ("float version".into(), with("version", "1.5")),
         ("exponent".into(), with("opened_at", "1e15")),
@@ -160,6 +168,64 @@ fn a_corrupt_or_foreign_hash_is_a_storage_error_and_is_left_alone() {
     // A hash without the schema marker (an older writer) is accepted too.
     write_hash(&server, &key, &VALID[..8]);
     assert_eq!(s.close("svc", TTL, Some(3)).unwrap().version, 4);
+    // The largest valid version is read, and no write moves past it.
+    write_hash(
+        &server,
+        &key,
+        &with_pairs(&with("version", "1125899906842624")),
+    );
+    assert_eq!(s.read("svc").unwrap().unwrap().version, 1 << 50);
+    assert_eq!(s.close("svc", TTL, None).unwrap().version, 1 << 50);
+}
+
+fn with_pairs<'a>(fields: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    fields.iter().map(|(f, v)| (*f, v.as_str())).collect()
+}
+
+/// R16.3a: an OPEN whose `opened_at` lies ahead of the server's clock (a
+/// foreign writer, a clock stepped back) is clamped to the server's now by
+/// the next begin, so the fleet admits again a wait later, not a year later.
+#[test]
+fn an_open_that_began_in_the_future_ends_a_wait_after_it_is_found() {
+    const WAIT: Duration = Duration::from_millis(500);
+    let server = Server::start();
+    let s = storage(&server);
+    let now_us = interlock_redis::inspect::server_time(&mut server.admin())
+        .unwrap()
+        .as_nanos()
+        / 1_000;
+    let year_ahead = (now_us + 365 * 86_400 * 1_000_000).to_string();
+    write_hash(
+        &server,
+        &s.key("payments"),
+        &with_pairs(&with("opened_at", &year_ahead)),
+    );
+    let clamped = s
+        .begin_half_open_if_elapsed("payments", WAIT, 1, TTL)
+        .unwrap();
+    let after_us = interlock_redis::inspect::server_time(&mut server.admin())
+        .unwrap()
+        .as_nanos()
+        / 1_000;
+    assert_eq!((clamped.state, clamped.version), (State::Open, 4));
+    let at_us = clamped.opened_at.as_nanos() / 1_000;
+    assert!(
+        (now_us..=after_us).contains(&at_us),
+        "opened_at {at_us} not clamped to the server's now ({now_us}..={after_us})"
+    );
+    // A coordinated breaker polling it admits probes once the wait is over.
+    let lane = Coordinator::blocking(
+        crate::storage_builder(&server)
+            .poll_interval(Duration::from_millis(50))
+            .build()
+            .unwrap(),
+    );
+    let a = Instance::new(lane, config().wait_duration_in_open(WAIT));
+    let half_open = crate::support::eventually(Duration::from_secs(10), || {
+        a.breaker.state() == State::HalfOpen
+    });
+    assert!(half_open, "still {:?}", a.breaker.shared_view());
+    a.breaker.close();
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod faults;
 mod fleet;
 mod hostile;
 mod interlock_cb;
+mod liveness;
 mod notices;
 mod push;
 

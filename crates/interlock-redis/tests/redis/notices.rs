@@ -373,3 +373,57 @@ fn a_silent_subscription_pings_the_server_and_keeps_delivering() {
     assert!(inbox.wait_for("still-there") && async_inbox.wait_for("still-there"));
     assert_eq!((inbox.resyncs(), async_inbox.resyncs()), (1, 1));
 }
+
+/// Every notice carries the record the write left (issue 21), so a
+/// coordinator adopts it without reading it back: each equals what a read
+/// right after that write returns.
+#[test]
+fn notices_carry_the_record_each_write_left() {
+    let server = Server::start();
+    let writer = storage(&server);
+    let listener = storage(&server);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let handler: std::sync::Arc<interlock::storage::NoticeHandler> =
+        std::sync::Arc::new(move |n: interlock::storage::Notice<'_>| {
+            if let interlock::storage::Notice::Written { name, state } = n {
+                log.lock().unwrap().push((name.to_owned(), state));
+            }
+        });
+    assert!(listener.subscribe(interlock::storage::NoticeSink::new(&handler)));
+    assert!(eventually(Duration::from_secs(5), || server
+        .pubsub_clients()
+        == 1));
+    let n = "payments";
+    let mut expect = vec![writer.trip_open(n, TTL, None).unwrap()];
+    expect.push(
+        writer
+            .begin_half_open_if_elapsed(n, Duration::ZERO, 2, TTL)
+            .unwrap(),
+    );
+    expect.push(writer.lease_probe(n, TTL).unwrap().state);
+    expect.push(writer.record_probe(n, Outcome::SlowFailure, TTL).unwrap());
+    let spent = writer.lease_probe(n, TTL).unwrap().state;
+    expect.push(spent);
+    expect.push(
+        writer
+            .restart_stalled_round(n, spent.version, 3, TTL)
+            .unwrap(),
+    );
+    expect.push(writer.close(n, TTL, None).unwrap());
+    let restored = interlock::storage::SharedState {
+        state: interlock::State::Open,
+        opened_at: expect[0].opened_at,
+        version: 40,
+        ..interlock::storage::SharedState::closed()
+    };
+    expect.push(writer.restore(n, expect[6].version, restored, TTL).unwrap());
+    assert!(eventually(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == expect.len()));
+    let got: Vec<_> = seen.lock().unwrap().iter().map(|(_, s)| *s).collect();
+    assert_eq!(got, expect);
+    assert!(seen.lock().unwrap().iter().all(|(name, _)| name == n));
+}

@@ -175,10 +175,63 @@ impl Server {
         }
     }
 
-    /// Starts the server again on the same port (an empty data set).
+    /// Starts the server again on the same port (an empty data set, unless
+    /// a dump was put in its directory).
     pub fn restart(&mut self) {
         self.kill();
         self.spawn().expect("restart on the same port");
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the server process.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid} failed");
+    }
+
+    /// Pauses the process (SIGSTOP): connections stay open, nothing is
+    /// answered, commands already sent run once it resumes.
+    pub fn stop(&self) {
+        self.signal("STOP");
+    }
+
+    /// Resumes a stopped process (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// Writes a snapshot (`SAVE`) and keeps a copy of it at `to`.
+    pub fn dump_to(&self, to: &Path) {
+        let _: () = redis::cmd("SAVE").query(&mut self.admin()).expect("SAVE");
+        std::fs::copy(self.dir.join("dump.rdb"), to).expect("copy the dump");
+    }
+
+    /// Kills the server and starts it again from the snapshot at `from`.
+    pub fn restart_from(&mut self, from: &Path) {
+        self.kill();
+        std::fs::copy(from, self.dir.join("dump.rdb")).expect("restore the dump");
+        self.spawn().expect("restart from the dump");
+    }
+
+    /// Creates an ACL user with `rules` (e.g. `~interlock:*`, `+@all`) and
+    /// returns a client that logs in as it.
+    pub fn client_as(&self, user: &str, password: &str, rules: &[&str]) -> redis::Client {
+        let mut acl = redis::cmd("ACL");
+        acl.arg("SETUSER").arg(user).arg("reset").arg("on");
+        acl.arg(format!(">{password}"));
+        for rule in rules {
+            acl.arg(*rule);
+        }
+        let _: () = acl.query(&mut self.admin()).expect("ACL SETUSER");
+        redis::Client::open(format!(
+            "redis://{user}:{password}@127.0.0.1:{}/",
+            self.port
+        ))
+        .expect("client")
     }
 
     /// `INFO commandstats` as (command, calls) pairs.
@@ -354,6 +407,11 @@ impl Inbox {
                 let item = match n {
                     interlock::storage::Notice::Changed { name, version } => {
                         Seen::Changed(name.to_owned(), version)
+                    }
+                    // The record itself: recorded by its version here, its
+                    // contents checked in notices.rs.
+                    interlock::storage::Notice::Written { name, state } => {
+                        Seen::Changed(name.to_owned(), state.version)
                     }
                     interlock::storage::Notice::Resync => Seen::Resync,
                     _ => return,

@@ -337,6 +337,105 @@ async fn a_coordinated_registry_shares_each_hosts_breaker_across_instances() {
     assert_eq!(on_b_breaker.state(), State::Open);
 }
 
+// ---- issue 24: the rejection in the chain, no retry into an open host -------
+
+/// Trips the breaker of `server` with two 503s.
+async fn trip(client: &ClientWithMiddleware, server: &TestServer) {
+    for _ in 0..2 {
+        assert_eq!(status(client, &server.url("/status/503")).await, 503);
+    }
+}
+
+#[tokio::test]
+async fn the_rejection_is_the_errors_source_and_a_retry_never_sends_into_it() {
+    use interlock::pipeline::backon::{is_open, unless_open};
+    use interlock::pipeline::{ManualSleeper, Pipeline, Retry};
+    use std::error::Error;
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    let middleware = tight(&clock).build().unwrap();
+    let client = client(&middleware);
+    trip(&client, &server).await;
+
+    let err = client
+        .get(server.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "request not sent: its host's circuit is open"
+    );
+    let source = err
+        .source()
+        .unwrap()
+        .downcast_ref::<CircuitOpenError>()
+        .unwrap();
+    assert_eq!(source.breaker_name(), server.name());
+    assert_eq!(rejection(&err).unwrap().breaker_name(), server.name());
+    assert!(interlock::find_rejection(&err).is_some());
+    assert!(!unless_open(&err) && is_open(&err));
+
+    // UnlessOpen around the client: one attempt, nothing sent.
+    let pipeline = Pipeline::builder()
+        .retry(
+            Retry::builder(5)
+                .sleeper(ManualSleeper::new(clock))
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let hits = server.hits();
+    let url = server.url("/status/200");
+    let result = pipeline.call_async(|| client.get(&url).send()).await;
+    assert!(result.unwrap_err().find_rejection().is_some());
+    assert_eq!(server.hits(), hits, "the open host was never asked");
+}
+
+/// A middleware inside ours that rejects on its own (another breaker).
+struct InnerRejects(interlock::CircuitBreaker);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for InnerRejects {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        match self.0.acquire() {
+            Err(open) => Err(reqwest_middleware::Error::middleware(open)),
+            Ok(permit) => {
+                permit.success();
+                next.run(request, extensions).await
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_inner_breakers_rejection_is_ignored_by_the_host_breaker() {
+    let server = TestServer::start();
+    let middleware = tight(&ManualClock::new()).build().unwrap();
+    let inner = interlock::CircuitBreaker::new("inner");
+    inner.force_open();
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(middleware.clone())
+        .with(InnerRejects(inner))
+        .build();
+    for _ in 0..3 {
+        let err = client
+            .get(server.url("/status/200"))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(rejection(&err).unwrap().breaker_name(), "inner");
+    }
+    let host = middleware.registry().get_existing(&server.name()).unwrap();
+    assert_eq!(host.snapshot().total_calls, 0);
+    assert_eq!(host.state(), State::Closed);
+}
+
 #[tokio::test]
 async fn host_only_names_breakers_by_host_as_the_python_original() {
     let (a, b) = (TestServer::start(), TestServer::start());

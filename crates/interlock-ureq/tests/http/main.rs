@@ -383,6 +383,48 @@ fn a_coordinated_registry_shares_each_hosts_breaker_across_instances() {
     assert_eq!(on_b_breaker.state(), State::Open);
 }
 
+// ---- issue 24: the rejection found in a ureq::Error, no retry into it --------
+
+#[test]
+fn a_retry_around_the_agent_never_sends_into_an_open_host() {
+    use interlock::pipeline::backon::{is_open, unless_open};
+    use interlock::pipeline::{ManualSleeper, Pipeline, Retry};
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    let middleware = tight(&clock).build().unwrap();
+    let agent = agent(&middleware);
+    for _ in 0..2 {
+        assert_eq!(status(&agent, &server.url("/status/503")), 503);
+    }
+    let err = agent.get(server.url("/status/200")).call().unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), server.name());
+    assert_eq!(
+        interlock::find_rejection(&err).unwrap().breaker_name(),
+        server.name()
+    );
+    assert!(!unless_open(&err) && is_open(&err));
+
+    let pipeline = Pipeline::builder()
+        .retry(
+            Retry::builder(5)
+                .sleeper(ManualSleeper::new(clock))
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let hits = server.hits();
+    let url = server.url("/status/200");
+    let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = attempts.clone();
+    let result = pipeline.call(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        agent.get(&url).call().map(|_| ())
+    });
+    assert!(result.unwrap_err().find_rejection().is_some());
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    assert_eq!(server.hits(), hits, "the open host was never asked");
+}
+
 #[test]
 fn host_only_names_breakers_by_host_as_the_python_original() {
     let (a, b) = (TestServer::start(), TestServer::start());

@@ -6,14 +6,15 @@ use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use super::shared_view::{AbsurdVersion, Call};
 use super::{Inner, SHARED_BIT, Ticket};
 use crate::clock::Timestamp;
 use crate::error::CircuitOpenError;
 use crate::event::Event;
 use crate::machine::{Admission, State};
 use crate::policy::HalfOpenPolicy;
-use crate::storage::coordinator::{Backend, Lane, Write, guarded, guarded_async};
-use crate::storage::{PollRequest, SharedState, StorageError, StorageSettings};
+use crate::storage::coordinator::{Backend, DynAsyncStorage, Lane, Write, guarded, guarded_async};
+use crate::storage::{PollRequest, SharedState, Storage, StorageError, StorageSettings};
 use crate::window::rate;
 
 /// What one storage answer means for the breaker.
@@ -40,8 +41,12 @@ impl Inner {
         let Backend::Blocking(storage) = &lane.backend else {
             return None;
         };
+        if self.round_spent() {
+            return Some(Err(self.reject(State::HalfOpen, None)));
+        }
+        let issued = self.shared_version();
         let answer = guarded(|| storage.lease_probe(self.name(), lane.settings.state_ttl()));
-        self.after_lease(answer, now)
+        self.after_lease(answer, now, issued)
     }
 
     /// The inline lease of an async breaker.
@@ -53,19 +58,28 @@ impl Inner {
         let Backend::Async(storage) = &lane.backend else {
             return None;
         };
+        if self.round_spent() {
+            return Some(Err(self.reject(State::HalfOpen, None)));
+        }
+        let issued = self.shared_version();
         let answer =
             guarded_async(storage.lease_probe(self.name(), lane.settings.state_ttl())).await;
-        self.after_lease(answer, now)
+        self.after_lease(answer, now, issued)
     }
 
     fn after_lease(
         &self,
         answer: Answer<crate::storage::ProbeLease>,
         now: Timestamp,
+        issued: Option<u64>,
     ) -> Option<Result<Ticket, CircuitOpenError>> {
         match answer {
+            Ok(lease) if lease.state.version > SharedState::MAX_VERSION => {
+                self.storage_failed(now, &AbsurdVersion(lease.state.version));
+                None
+            }
             Ok(lease) => {
-                self.storage_answered(lease.state);
+                self.storage_answered(lease.state, issued);
                 if lease.granted {
                     // A leased probe carries the local generation but never
                     // enters local probe accounting (D2).
@@ -97,10 +111,11 @@ impl Inner {
             .is_some_and(|c| !c.degraded || now >= c.retry_at)
     }
 
-    /// A storage operation succeeded with `view`: recover if degraded
-    /// (R17.8: the recovered event, the change back to the cached view),
-    /// then adopt the view (R15.6).
-    pub(super) fn storage_answered(&self, view: SharedState) {
+    /// A storage operation succeeded with `view`, asked while the cached
+    /// version was `issued`: recover if degraded (R17.8: the recovered
+    /// event, the change back to the cached view), then adopt the view if
+    /// it is newer (R15.6, R15.6a).
+    pub(super) fn storage_answered(&self, view: SharedState, issued: Option<u64>) {
         let (recovered, effects) = self.change(|core| {
             let Some(cell) = core.shared.as_mut() else {
                 return (false, None);
@@ -117,37 +132,7 @@ impl Inner {
             });
             self.after(effects);
         }
-        self.adopt(view);
-    }
-
-    /// Caches a new shared view; a newer shared CLOSED after a shared OPEN
-    /// or HALF_OPEN resets a local OPEN or HALF_OPEN machine, silently
-    /// (R15.6). Identical views are ignored (R17.3); nothing is adopted
-    /// after shutdown (R15.10).
-    fn adopt(&self, view: SharedState) {
-        if self.shut_down.load(Ordering::Acquire) {
-            return;
-        }
-        let ((), effects) = self.change(|core| {
-            let local_state = core.machine.state();
-            let Some(cell) = core.shared.as_mut() else {
-                return ((), None);
-            };
-            if cell.view == Some(view) {
-                return ((), None);
-            }
-            let previous = cell.view.replace(view);
-            let newer_close = view.state == State::Closed
-                && previous.is_some_and(|p| {
-                    matches!(p.state, State::Open | State::HalfOpen) && view.version > p.version
-                });
-            if newer_close && matches!(local_state, State::Open | State::HalfOpen) {
-                ((), core.machine.reset())
-            } else {
-                ((), None)
-            }
-        });
-        self.after(effects);
+        self.adopt(view, issued);
     }
 
     /// A storage operation failed: degrade, once per outage (R17.6).
@@ -213,77 +198,138 @@ impl Inner {
         }
     }
 
-    /// Runs one queued write on a blocking lane (R17.4).
+    /// Runs one queued write on a blocking lane (R17.4, R15.11, R15.12).
     pub(crate) fn run_write_blocking(&self, lane: &Lane, write: Write) {
         self.queued.fetch_sub(1, Ordering::AcqRel);
         let now = self.clock.now();
         let Backend::Blocking(storage) = &lane.backend else {
             return;
         };
+        // Resolved first even when it is dropped: a dropped repair or
+        // reconciliation must not leave its "queued" mark behind.
+        let call = self.resolve(write);
         if !self.gate_open(now) {
             return; // R17.6: dropped silently while degraded
         }
+        let Some(call) = call else {
+            return;
+        };
         let (name, ttl) = (self.name(), lane.settings.state_ttl());
-        let answer = guarded(|| match write {
-            Write::Trip => storage.trip_open(name, ttl, None),
-            Write::Probe(outcome) => storage.record_probe(name, outcome, ttl),
-        });
-        match answer {
-            Ok(view) => {
-                self.storage_answered(view);
-                if let (Write::Probe(_), Some(failed)) = (write, self.shared_round_failed(&view)) {
-                    // Only the instance whose record completed the round
-                    // decides; the version fences out a stale decision.
-                    let decision = guarded(|| {
-                        if failed {
-                            storage.trip_open(name, ttl, Some(view.version))
-                        } else {
-                            storage.close(name, ttl, Some(view.version))
-                        }
-                    });
-                    self.settle_answer(decision, now);
+        let issued = self.shared_version();
+        let answer = guarded(|| call_blocking(&**storage, call, name, ttl));
+        let Some(view) = self.settle_answer(answer, now, issued) else {
+            return;
+        };
+        if let (Call::Record(_), Some(failed)) = (call, self.shared_round_failed(&view)) {
+            // Only the instance whose record completed the round decides;
+            // the version fences out a stale decision.
+            let decision = guarded(|| {
+                if failed {
+                    storage.trip_open(name, ttl, Some(view.version))
+                } else {
+                    storage.close(name, ttl, Some(view.version))
                 }
-            }
-            Err(error) => self.storage_failed(now, &*error),
+            });
+            self.settle_answer(decision, now, Some(view.version));
         }
     }
 
-    /// Runs one queued write on an async lane (R17.4).
+    /// Runs one queued write on an async lane (R17.4, R15.11, R15.12).
     pub(crate) async fn run_write_async(&self, lane: &Lane, write: Write) {
         self.queued.fetch_sub(1, Ordering::AcqRel);
         let now = self.clock.now();
         let Backend::Async(storage) = &lane.backend else {
             return;
         };
+        let call = self.resolve(write);
         if !self.gate_open(now) {
             return;
         }
-        let (name, ttl) = (self.name(), lane.settings.state_ttl());
-        let answer = match write {
-            Write::Trip => guarded_async(storage.trip_open(name, ttl, None)).await,
-            Write::Probe(outcome) => guarded_async(storage.record_probe(name, outcome, ttl)).await,
+        let Some(call) = call else {
+            return;
         };
-        match answer {
-            Ok(view) => {
-                self.storage_answered(view);
-                if let (Write::Probe(_), Some(failed)) = (write, self.shared_round_failed(&view)) {
-                    let decision = if failed {
-                        guarded_async(storage.trip_open(name, ttl, Some(view.version))).await
-                    } else {
-                        guarded_async(storage.close(name, ttl, Some(view.version))).await
-                    };
-                    self.settle_answer(decision, now);
-                }
-            }
-            Err(error) => self.storage_failed(now, &*error),
+        let (name, ttl) = (self.name(), lane.settings.state_ttl());
+        let issued = self.shared_version();
+        let answer = guarded_async(call_async(&**storage, call, name, ttl)).await;
+        let Some(view) = self.settle_answer(answer, now, issued) else {
+            return;
+        };
+        if let (Call::Record(_), Some(failed)) = (call, self.shared_round_failed(&view)) {
+            let decision = if failed {
+                guarded_async(storage.trip_open(name, ttl, Some(view.version))).await
+            } else {
+                guarded_async(storage.close(name, ttl, Some(view.version))).await
+            };
+            self.settle_answer(decision, now, Some(view.version));
         }
     }
 
-    /// Adopts a storage answer, or degrades on its error.
-    pub(crate) fn settle_answer(&self, answer: Answer<SharedState>, now: Timestamp) {
+    /// Restarts this breaker's shared round if it stalled (R17.10), on a
+    /// blocking lane.
+    pub(crate) fn restart_if_stalled_blocking(&self, lane: &Lane) {
+        let now = self.clock.now();
+        let Backend::Blocking(storage) = &lane.backend else {
+            return;
+        };
+        if self.shut_down.load(Ordering::Acquire) || !self.gate_open(now) {
+            return;
+        }
+        let Some(expected) = self.stalled_round(now) else {
+            return;
+        };
+        let (permitted, ttl) = (
+            self.config.permitted_calls_in_half_open(),
+            lane.settings.state_ttl(),
+        );
+        let answer =
+            guarded(|| storage.restart_stalled_round(self.name(), expected, permitted, ttl));
+        self.settle_answer(answer, now, Some(expected));
+    }
+
+    /// The async mirror of [`restart_if_stalled_blocking`](Self::restart_if_stalled_blocking).
+    pub(crate) async fn restart_if_stalled_async(&self, lane: &Lane) {
+        let now = self.clock.now();
+        let Backend::Async(storage) = &lane.backend else {
+            return;
+        };
+        if self.shut_down.load(Ordering::Acquire) || !self.gate_open(now) {
+            return;
+        }
+        let Some(expected) = self.stalled_round(now) else {
+            return;
+        };
+        let (permitted, ttl) = (
+            self.config.permitted_calls_in_half_open(),
+            lane.settings.state_ttl(),
+        );
+        let answer =
+            guarded_async(storage.restart_stalled_round(self.name(), expected, permitted, ttl))
+                .await;
+        self.settle_answer(answer, now, Some(expected));
+    }
+
+    /// Adopts a storage answer to a request sent while the cached version
+    /// was `issued`, or degrades on its error (or on a view with an absurd
+    /// version, R16.7). Returns the view when the storage answered.
+    pub(crate) fn settle_answer(
+        &self,
+        answer: Answer<SharedState>,
+        now: Timestamp,
+        issued: Option<u64>,
+    ) -> Option<SharedState> {
         match answer {
-            Ok(view) => self.storage_answered(view),
-            Err(error) => self.storage_failed(now, &*error),
+            Ok(view) if view.version > SharedState::MAX_VERSION => {
+                self.storage_failed(now, &AbsurdVersion(view.version));
+                None
+            }
+            Ok(view) => {
+                self.storage_answered(view, issued);
+                Some(view)
+            }
+            Err(error) => {
+                self.storage_failed(now, &*error);
+                None
+            }
         }
     }
 
@@ -336,8 +382,9 @@ impl Inner {
         let Some(request) = self.poll_request(now, &lane.settings) else {
             return;
         };
+        let issued = self.shared_version();
         let answer = guarded(|| storage.poll_one(&request));
-        self.settle_answer(answer, now);
+        self.settle_answer(answer, now, issued);
     }
 
     /// Polls this breaker's shared state on an async lane.
@@ -349,7 +396,36 @@ impl Inner {
         let Some(request) = self.poll_request(now, &lane.settings) else {
             return;
         };
+        let issued = self.shared_version();
         let answer = guarded_async(storage.poll_one(&request)).await;
-        self.settle_answer(answer, now);
+        self.settle_answer(answer, now, issued);
+    }
+}
+
+/// Runs a resolved write on a blocking storage.
+fn call_blocking(
+    storage: &dyn Storage,
+    call: Call,
+    name: &str,
+    ttl: std::time::Duration,
+) -> Answer<SharedState> {
+    match call {
+        Call::Trip(expected) => storage.trip_open(name, ttl, expected),
+        Call::Record(outcome) => storage.record_probe(name, outcome, ttl),
+        Call::Restore { expected, state } => storage.restore(name, expected, state, ttl),
+    }
+}
+
+/// Runs a resolved write on an async storage.
+async fn call_async(
+    storage: &dyn DynAsyncStorage,
+    call: Call,
+    name: &str,
+    ttl: std::time::Duration,
+) -> Answer<SharedState> {
+    match call {
+        Call::Trip(expected) => storage.trip_open(name, ttl, expected).await,
+        Call::Record(outcome) => storage.record_probe(name, outcome, ttl).await,
+        Call::Restore { expected, state } => storage.restore(name, expected, state, ttl).await,
     }
 }

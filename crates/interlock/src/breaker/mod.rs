@@ -5,6 +5,7 @@
 mod builder;
 mod coordinated;
 mod permit;
+mod shared_view;
 pub(crate) mod timer;
 
 use std::cell::RefCell;
@@ -24,6 +25,7 @@ use crate::clock::{ClockHandle, Timestamp, duration_to_nanos};
 use crate::config::Config;
 use crate::error::{CallError, CircuitOpenError, LastFailure, NO_ESTIMATE, estimate_nanos};
 use crate::event::{Event, EventListener, emit};
+use crate::failure::{CallErrorOf, Failure, find_rejection};
 use crate::identity::Identity;
 use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
@@ -91,6 +93,9 @@ impl<M> Clone for CircuitBreaker<M> {
 pub(crate) struct Core {
     pub(crate) machine: Machine,
     pub(crate) shared: Option<SharedCell>,
+    /// When the effective state last changed (or the breaker was built), on
+    /// the breaker's clock: written only on transitions, which hold the lock.
+    pub(crate) since: Timestamp,
 }
 
 /// A coordinated breaker's view of the storage (R15, R17.6).
@@ -101,6 +106,9 @@ pub(crate) struct SharedCell {
     /// Consecutive storage failures of this outage (`k` of R17.7).
     pub(crate) failures: u32,
     pub(crate) retry_at: Timestamp,
+    /// The liveness bookkeeping of issue 21 (stall rule, reconciliation,
+    /// repair), kept in `shared_view.rs`.
+    pub(crate) liveness: shared_view::Liveness,
 }
 
 impl Core {
@@ -150,6 +158,8 @@ pub(crate) struct Inner {
     deadline_slack_nanos: u64,
     listeners: Box<[Arc<dyn EventListener>]>,
     classifier: Option<ErrorClassifier>,
+    /// When the breaker was built, on its clock.
+    created_at: Timestamp,
     /// Always `std`: the timer thread is not modelled under loom.
     timer: std::sync::Mutex<TimerSlot>,
     shut_down: AtomicBool,
@@ -163,6 +173,11 @@ pub(crate) struct Inner {
 #[derive(Default)]
 struct TimerSlot {
     key: Option<TimerKey>,
+    /// The generation of the OPEN period the slot's timer (armed or last
+    /// armed) belongs to: a late arm or cancel for an older period (a
+    /// thread held up between its transition and its timer work, by a slow
+    /// listener or the scheduler) never replaces or cancels a newer one.
+    generation: u64,
     closed: bool,
 }
 
@@ -290,6 +305,21 @@ impl Guard<'_> {
         let this = std::mem::ManuallyDrop::new(self);
         this.inner.settle(this.ticket, verdict, error, type_name);
     }
+
+    /// Settles a default-classified call; an error that carries another
+    /// breaker's rejection is ignored (the guard is dropped: nothing is
+    /// recorded, a probe slot goes back).
+    #[inline]
+    fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
+        match result {
+            Ok(_) => self.settle(Verdict::Success, None, ""),
+            Err(e) => {
+                if let Some(verdict) = self.inner.classify_error(e.as_error()) {
+                    self.settle(verdict, Some(e), std::any::type_name::<E>());
+                }
+            }
+        }
+    }
 }
 
 /// What lock-free admission found.
@@ -344,6 +374,9 @@ impl Inner {
         let before = core.effective().0;
         let (r, local) = op(&mut core);
         let after = core.effective().0;
+        if before != after {
+            core.since = self.clock.now();
+        }
         self.publish(&core);
         let effects = Effects {
             local,
@@ -629,15 +662,9 @@ impl Inner {
         thread_local! {
             static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
         }
-        let store = |message: &str| {
-            self.identity.with_last_failure(|slot| {
-                // Keep the existing record when the same error repeats: no
-                // allocation per failure during an outage.
-                if !slot.as_ref().is_some_and(|f| f.same_as(type_name, message)) {
-                    *slot = Some(LastFailure::new(type_name, message.to_owned()));
-                }
-            });
-        };
+        // The same error repeating keeps its record: no allocation per
+        // failure during an outage.
+        let store = |message: &str| self.identity.record_failure(type_name, message);
         let reused = SCRATCH.with(|scratch| {
             let Ok(mut buf) = scratch.try_borrow_mut() else {
                 return false;
@@ -665,17 +692,21 @@ impl Inner {
     }
 
     fn after_change(&self, effects: Effects) {
+        // The timer first, so that listeners (however slow) never delay it.
         if let Some(t) = effects.local {
             if t.from == State::Open {
-                self.cancel_timer();
+                self.cancel_timer(effects.generation);
+            }
+            if t.to == State::Open && self.config.auto_transition() {
+                self.arm_timer(effects.generation, effects.open_wait);
             }
         }
         if let Some((from, to)) = effects.effective {
             self.emit(&Event::state_changed(self.name(), from, to));
         }
         if let Some(t) = effects.local {
-            if t.to == State::Open && self.config.auto_transition() {
-                self.arm_timer(effects.generation, effects.open_wait);
+            if t.to == State::Open && self.lane.is_some() {
+                self.local_opened(t.from); // issue 21: reconciliation
             }
             if t.from == State::Closed && t.to == State::Open {
                 self.enqueue(Write::Trip);
@@ -706,9 +737,11 @@ impl Inner {
         }
     }
 
+    /// Arms the timer of the OPEN period of `generation` (R12.1), replacing
+    /// the timer of an older period, never that of a newer one.
     fn arm_timer(&self, generation: u64, delay: Duration) {
         let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.closed {
+        if slot.closed || generation < slot.generation {
             return;
         }
         let scheduler = Scheduler::global();
@@ -716,26 +749,41 @@ impl Inner {
             scheduler.cancel(old);
         }
         let weak: Weak<dyn TimerTarget> = self.weak_self.clone();
-        slot.key = scheduler.schedule(delay, weak, generation);
+        slot.generation = generation;
+        slot.key = scheduler.schedule(delay, weak, generation).key();
     }
 
-    fn cancel_timer(&self) {
-        let key = self
-            .timer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .key
-            .take();
+    /// Cancels the timer of an OPEN period the machine left, at
+    /// `generation` (R12.3): only a timer armed for an older generation;
+    /// and a late arm for a period older than `generation` is refused.
+    fn cancel_timer(&self, generation: u64) {
+        let key = {
+            let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.generation < generation {
+                slot.generation = generation;
+                slot.key.take()
+            } else {
+                None
+            }
+        };
         if let Some(key) = key {
             Scheduler::global().cancel(key);
         }
     }
 
-    fn classify_error(&self, err: &(dyn Error + 'static)) -> Verdict {
-        match &self.classifier {
+    /// The verdict on a call that failed with `err`, through the breaker's
+    /// classifier; `None` (ignore the call) if `err` carries a circuit-open
+    /// rejection: another breaker refused the call, which says nothing about
+    /// this breaker's dependency.
+    #[cold]
+    fn classify_error(&self, err: &(dyn Error + 'static)) -> Option<Verdict> {
+        if find_rejection(err).is_some() {
+            return None;
+        }
+        Some(match &self.classifier {
             Some(c) => c.classify(err),
             None => Verdict::Failure,
-        }
+        })
     }
 
     fn apply(&self, op: impl FnOnce(&mut Machine) -> Option<Transition>) {
@@ -772,10 +820,13 @@ impl TimerTarget for Inner {
         // elapsed is not re-armed (R12.2).
         let now = self.clock.now_fresh();
         let ((), effects) = self.change(|core| ((), core.machine.on_timer(now, generation)));
-        self.timer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .key = None;
+        {
+            // This timer is spent; a newer period's is not.
+            let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.generation == generation {
+                slot.key = None;
+            }
+        }
         self.after(effects);
     }
 }
@@ -827,14 +878,16 @@ impl<M: Mode> CircuitBreaker<M> {
             machine,
             lane,
         } = parts;
+        let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
+        let clock = clock.resolve(config.slow_call_duration_threshold());
+        let created_at = clock.now();
         let core = Core {
             machine,
             shared: lane.as_ref().map(|_| SharedCell::default()),
+            since: created_at,
         };
         let status = AtomicU64::new(pack(&core));
         let open_until = AtomicU64::new(lock_free_deadline(&core));
-        let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
-        let clock = clock.resolve(config.slow_call_duration_threshold());
         let (refine_nanos, deadline_slack_nanos) = if clock.is_coarse() {
             (slow_nanos / 2, duration_to_nanos(COARSE_DEADLINE_SLACK))
         } else {
@@ -858,6 +911,7 @@ impl<M: Mode> CircuitBreaker<M> {
             deadline_slack_nanos,
             listeners: listeners.into_boxed_slice(),
             classifier,
+            created_at,
             timer: std::sync::Mutex::new(TimerSlot::default()),
             shut_down: AtomicBool::new(false),
             lane,
@@ -901,6 +955,48 @@ impl<M: Mode> CircuitBreaker<M> {
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.inner.status.load(Ordering::Acquire) >> STATUS_SHIFT
+    }
+
+    /// When the breaker entered its current [`state`](Self::state), on the
+    /// breaker's clock (compare it with [`now`](Self::now)); its creation
+    /// time while it has never changed state.
+    ///
+    /// It follows the effective state: a coordinated breaker that adopts a
+    /// shared OPEN records when it adopted it (the storage's own
+    /// `opened_at` is in [`shared_view`](Self::shared_view)). An override or
+    /// [`reset`](Self::reset) that leaves the state as it was does not move
+    /// it. Recorded under the breaker's lock on transitions only, so reading
+    /// it costs one short lock and calls nothing.
+    ///
+    /// ```
+    /// use interlock::{CircuitBreaker, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder("payments").clock(clock.clone()).build()?;
+    /// clock.advance(Duration::from_secs(30));
+    /// breaker.force_open();
+    /// clock.advance(Duration::from_secs(12));
+    /// assert_eq!(breaker.now() - breaker.state_since(), Duration::from_secs(12));
+    /// assert_eq!(breaker.state_since() - breaker.created_at(), Duration::from_secs(30));
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn state_since(&self) -> Timestamp {
+        self.inner.core().since
+    }
+
+    /// When the breaker was built, on its clock.
+    #[must_use]
+    pub fn created_at(&self) -> Timestamp {
+        self.inner.created_at
+    }
+
+    /// The breaker's clock now: the reference for [`state_since`](Self::state_since)
+    /// and [`created_at`](Self::created_at).
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
+        self.inner.clock.now()
     }
 
     /// The window's totals now (R1.3), consistent under concurrent calls.
@@ -966,7 +1062,7 @@ impl<M: Mode> CircuitBreaker<M> {
     /// to the storage (R15.8).
     pub fn reset(&self) {
         self.inner.apply(Machine::reset);
-        self.inner.identity.set_last_failure(None);
+        self.inner.identity.clear_last_failure();
         self.inner.emit(&Event::Reset {
             breaker: self.name(),
         });
@@ -1043,10 +1139,11 @@ impl<M: SyncApi> CircuitBreaker<M> {
     /// assert_eq!(stock, 42);
     /// ```
     #[inline]
-    pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
+    pub fn call<T, E, F, K, R>(&self, f: F) -> Result<T, R>
     where
         F: FnOnce() -> Result<T, E>,
-        E: Error + 'static,
+        E: Failure<K, CallError = R>,
+        R: CallErrorOf<E>,
     {
         let guard = Guard {
             inner: &self.inner,
@@ -1055,18 +1152,19 @@ impl<M: SyncApi> CircuitBreaker<M> {
                 // Built straight into the returned error, not copied from an
                 // intermediate `Result`.
                 Door::Reject(state, nanos) => {
-                    return Err(CallError::Rejected(self.inner.reject_nanos(state, nanos)));
+                    return Err(E::call_error(CallError::Rejected(
+                        self.inner.reject_nanos(state, nanos),
+                    )));
                 }
-                Door::Decide => self.inner.admit_slow_blocking()?,
+                Door::Decide => match self.inner.admit_slow_blocking() {
+                    Ok(ticket) => ticket,
+                    Err(open) => return Err(E::call_error(CallError::Rejected(open))),
+                },
             },
         };
         let result = f();
-        let verdict = match &result {
-            Ok(_) => Verdict::Success,
-            Err(e) => self.inner.classify_error(e),
-        };
-        guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
-        result.map_err(CallError::Inner)
+        guard.settle_result(&result);
+        result.map_err(|e| E::call_error(CallError::Inner(e)))
     }
 
     /// Like [`call`](Self::call), with this call's own classification over
@@ -1185,23 +1283,23 @@ impl<M: AsyncApi> CircuitBreaker<M> {
     /// let picks = block_on(breaker.call_async(|| async { Ok::<_, std::io::Error>(vec!["a", "b"]) }));
     /// assert_eq!(picks.unwrap(), ["a", "b"]);
     /// ```
-    pub async fn call_async<T, E, F, Fut>(&self, f: F) -> Result<T, CallError<E>>
+    pub async fn call_async<T, E, F, Fut, K, R>(&self, f: F) -> Result<T, R>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        E: Error + 'static,
+        E: Failure<K, CallError = R>,
+        R: CallErrorOf<E>,
     {
         let guard = Guard {
             inner: &self.inner,
-            ticket: self.inner.admit_async().await?,
+            ticket: match self.inner.admit_async().await {
+                Ok(ticket) => ticket,
+                Err(open) => return Err(E::call_error(CallError::Rejected(open))),
+            },
         };
         let result = f().await;
-        let verdict = match &result {
-            Ok(_) => Verdict::Success,
-            Err(e) => self.inner.classify_error(e),
-        };
-        guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
-        result.map_err(CallError::Inner)
+        guard.settle_result(&result);
+        result.map_err(|e| E::call_error(CallError::Inner(e)))
     }
 
     /// [`call_async`](Self::call_async) with this call's own classification.

@@ -4,6 +4,7 @@ use std::error::Error;
 use std::fmt;
 
 use crate::classify::Verdict;
+use crate::failure::Failure;
 
 use super::{Inner, Ticket};
 use std::sync::Arc;
@@ -86,13 +87,18 @@ impl Permit {
     /// Records `result` as [`CircuitBreaker::call`](crate::CircuitBreaker::call) would: an error goes
     /// through the breaker's classifier and, if a failure, becomes the last
     /// failure.
-    pub fn finish<T, E: Error + 'static>(self, result: &Result<T, E>) {
-        let verdict = match result {
-            Ok(_) => Verdict::Success,
-            Err(e) => self.breaker.inner.classify_error(e),
-        };
-        let error = result.as_ref().err().map(|e| e as &dyn fmt::Display);
-        self.settle(verdict, error, std::any::type_name::<E>());
+    ///
+    /// Any error type [`call`](crate::CircuitBreaker::call) accepts works here
+    /// (`anyhow::Error`, a boxed error, ...). An error that carries another
+    /// breaker's rejection is ignored, as if the permit were dropped.
+    pub fn finish<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
+        match result {
+            Ok(_) => self.success(),
+            Err(e) => match self.breaker.inner.classify_error(e.as_error()) {
+                Some(verdict) => self.settle(verdict, Some(e), std::any::type_name::<E>()),
+                None => drop(self),
+            },
+        }
     }
 
     /// Records `verdict`, keeping `error` as the last failure if the verdict
@@ -110,8 +116,11 @@ impl Permit {
                 fmt::Display::fmt(self.0, f)
             }
         }
-        let verdict = self.breaker.inner.classify_error(error);
-        self.settle(verdict, Some(&Shown(error)), type_name);
+        match self.breaker.inner.classify_error(error) {
+            Some(verdict) => self.settle(verdict, Some(&Shown(error)), type_name),
+            // Another breaker's rejection: ignored, the call is cancelled.
+            None => drop(self),
+        }
     }
 
     fn settle(

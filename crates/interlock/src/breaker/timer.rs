@@ -1,13 +1,21 @@
-//! The `auto_transition` timer: one background thread for every breaker of
-//! the process (R12), started the first time a timer is armed.
+//! Timers on real time, each [`Scheduler`] one background thread started
+//! the first time it arms one: [`Scheduler::global`] for the
+//! `auto_transition` timers of every breaker of the process (R12), and
+//! [`Scheduler::sleeps`] for the pipeline's default sleeper, so that a
+//! sleep never waits behind a breaker's listeners (which its timer runs).
 //!
 //! Timers are scheduled on real time (the only place the crate reads it
 //! outside `clock.rs`); whether a timer may act is decided on the breaker's
-//! injected clock when it fires.
+//! injected clock when it fires. A target that panics is caught and the
+//! thread goes on; a thread lost to `fork()` is started again by the next
+//! [`Scheduler::schedule`] in the child, and serves the timers the child
+//! inherited.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
+
+use crate::background::{self, Owner};
 
 /// What a timer calls when it fires.
 pub(crate) trait TimerTarget: Send + Sync {
@@ -30,13 +38,35 @@ struct Entry {
 struct Queue {
     entries: BTreeMap<TimerKey, Entry>,
     next_id: u64,
-    thread: bool,
+    /// The process the thread was started in, if one was.
+    thread: Option<Owner>,
 }
 
-#[derive(Default)]
 pub(crate) struct Scheduler {
     queue: Mutex<Queue>,
     wake: Condvar,
+    name: &'static str,
+}
+
+/// What [`Scheduler::schedule`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Armed {
+    /// The timer fires at its deadline; the key cancels it.
+    At(TimerKey),
+    /// The delay reaches past any representable instant (`Duration::MAX`
+    /// and the like): it never fires, and nothing was queued.
+    Never,
+    /// No timer thread could be started.
+    Failed,
+}
+
+impl Armed {
+    pub(crate) fn key(self) -> Option<TimerKey> {
+        match self {
+            Armed::At(key) => Some(key),
+            Armed::Never | Armed::Failed => None,
+        }
+    }
 }
 
 fn now() -> Instant {
@@ -45,30 +75,72 @@ fn now() -> Instant {
 }
 
 impl Scheduler {
-    pub(crate) fn global() -> &'static Arc<Scheduler> {
-        static GLOBAL: OnceLock<Arc<Scheduler>> = OnceLock::new();
-        GLOBAL.get_or_init(|| Arc::new(Scheduler::default()))
+    fn new(name: &'static str) -> Self {
+        Scheduler {
+            queue: Mutex::default(),
+            wake: Condvar::new(),
+            name,
+        }
     }
 
-    /// Arms a timer that calls `target.fire(generation)` after `delay`;
-    /// `None` if no timer thread could be started (the lazy path still works).
+    /// The breakers' `auto_transition` timers (thread `interlock-timer`).
+    pub(crate) fn global() -> &'static Arc<Scheduler> {
+        static GLOBAL: OnceLock<Arc<Scheduler>> = OnceLock::new();
+        GLOBAL.get_or_init(|| Arc::new(Scheduler::new("interlock-timer")))
+    }
+
+    /// The pipeline's async sleeps (thread `interlock-sleep`): no listener
+    /// ever runs on it.
+    pub(crate) fn sleeps() -> &'static Arc<Scheduler> {
+        static SLEEPS: OnceLock<Arc<Scheduler>> = OnceLock::new();
+        SLEEPS.get_or_init(|| Arc::new(Scheduler::new("interlock-sleep")))
+    }
+
+    /// After a `fork()` (see [`crate::background::forked`]): starts this
+    /// process's thread if timers are pending (the ones the child
+    /// inherited). Never blocks.
+    fn revive(self: &Arc<Self>) {
+        let Ok(mut q) = self.queue.try_lock() else {
+            return;
+        };
+        if q.entries.is_empty() || q.thread.is_some_and(Owner::is_here) {
+            return;
+        }
+        let me = Arc::clone(self);
+        if background::spawn(self.name, move || me.run()).is_ok() {
+            q.thread = Some(Owner::current());
+        }
+    }
+
+    /// [`revive`](Self::revive) for both schedulers.
+    pub(crate) fn revive_all() {
+        Scheduler::global().revive();
+        Scheduler::sleeps().revive();
+    }
+
+    /// Arms a timer that calls `target.fire(generation)` after `delay`.
     pub(crate) fn schedule(
         self: &Arc<Self>,
         delay: Duration,
         target: Weak<dyn TimerTarget>,
         generation: u64,
-    ) -> Option<TimerKey> {
-        let deadline = now().checked_add(delay)?;
+    ) -> Armed {
+        let Some(deadline) = now().checked_add(delay) else {
+            return Armed::Never;
+        };
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if !q.thread {
+        if !q.thread.is_some_and(Owner::is_here) {
+            let forked = q.thread.is_some();
             let me = Arc::clone(self);
-            let spawned = std::thread::Builder::new()
-                .name("interlock-timer".into())
-                .spawn(move || me.run());
-            if spawned.is_err() {
-                return None;
+            if background::spawn(self.name, move || me.run()).is_err() {
+                return Armed::Failed;
             }
-            q.thread = true;
+            q.thread = Some(Owner::current());
+            if forked {
+                drop(q);
+                background::forked();
+                q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            }
         }
         q.next_id += 1;
         let key = TimerKey {
@@ -84,7 +156,7 @@ impl Scheduler {
         if is_first {
             self.wake.notify_one();
         }
-        Some(key)
+        Armed::At(key)
     }
 
     pub(crate) fn cancel(&self, key: TimerKey) {
@@ -126,7 +198,9 @@ impl Scheduler {
             };
             drop(q);
             if let Some(target) = entry.target.upgrade() {
-                target.fire(entry.generation);
+                // A panicking target (a user's clock, a waker) costs its own
+                // timer, never the thread and every later timer (D5).
+                crate::event::isolate(|| target.fire(entry.generation));
             }
             q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         }

@@ -396,8 +396,12 @@ pub mod future {
                         }
                         Err(error) => {
                             let error: BoxError = error.into();
+                            // Another breaker's rejection (an inner layer's)
+                            // is ignored: the permit is dropped unrecorded.
                             if let Some(permit) = permit {
-                                permit.finish_with(classifier.classify_error(&*error), &error);
+                                if crate::find_rejection(&*error).is_none() {
+                                    permit.finish_with(classifier.classify_error(&*error), &error);
+                                }
                             }
                             Err(error)
                         }

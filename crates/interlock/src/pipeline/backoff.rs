@@ -154,17 +154,35 @@ impl<I> Jitter<I> {
 
     /// A uniform draw in `[0, 1)`.
     fn unit(&self) -> f64 {
-        const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut z = self
-            .state
-            .fetch_add(GOLDEN, Ordering::Relaxed)
-            .wrapping_add(GOLDEN);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        // 53 random bits, exactly representable.
-        (z >> 11) as f64 / (1u64 << 53) as f64
+        unit(&self.state)
     }
+}
+
+/// A uniform draw in `[0, 1)` from the SplitMix64 generator whose state is
+/// `state` (shared draws step it atomically).
+pub(crate) fn unit(state: &AtomicU64) -> f64 {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut z = state
+        .fetch_add(GOLDEN, Ordering::Relaxed)
+        .wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    // 53 random bits, exactly representable.
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A seed that differs between processes (and between calls), for
+/// generators nobody seeded: std's per-process random hash keys.
+pub(crate) fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    std::collections::hash_map::RandomState::new().hash_one(CALLS.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A uniform extra wait in `[0, max]`.
+pub(crate) fn jitter(state: &AtomicU64, max: Duration) -> Duration {
+    max.mul_f64(unit(state))
 }
 
 impl<I: Iterator<Item = Duration>> Iterator for Jitter<I> {
@@ -173,6 +191,8 @@ impl<I: Iterator<Item = Duration>> Iterator for Jitter<I> {
     fn next(&mut self) -> Option<Duration> {
         let delay = self.inner.next()?;
         let half = delay / 2;
-        Some(half + half.mul_f64(self.unit()))
+        // Saturating: `Duration::MAX` (no deadline) stays about that, and
+        // the float rounding of a huge delay never overflows.
+        Some(half.saturating_add(half.mul_f64(self.unit())))
     }
 }

@@ -1,22 +1,24 @@
 //! A [`CircuitBreaker`] as a pipeline layer.
 
-use std::error::Error;
 use std::future::Future;
 
 use super::{PipelineError, Strategy};
 use crate::breaker::{CircuitBreaker, Permit};
+use crate::failure::Failure;
 
 /// Records a settled call: a value is a success; an error (the call's own
 /// or an inner layer's, e.g. a timeout) goes through the breaker's
-/// classifier, which sees the wrapped error itself.
-fn record<T, E: Error + 'static>(permit: Permit, result: &Result<T, PipelineError<E>>) {
+/// classifier, which sees the wrapped error itself. An error that carries
+/// an inner breaker's rejection is ignored (nothing recorded): that breaker
+/// refused the call, this one's dependency was never asked.
+fn record<T, E: Failure<K>, K>(permit: Permit, result: &Result<T, PipelineError<E>>) {
     match result {
         Ok(_) => permit.success(),
-        Err(e) => permit.finish_error(e.as_error(), e.type_name()),
+        Err(e) => permit.finish_error(e.as_error::<K>(), e.type_name()),
     }
 }
 
-impl<T, E: Error + 'static> Strategy<T, E> for CircuitBreaker {
+impl<T, E: Failure<K>, K> Strategy<T, E, K> for CircuitBreaker {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,

@@ -190,7 +190,7 @@ impl Bulkhead {
     }
 }
 
-impl<T, E> Strategy<T, E> for Bulkhead {
+impl<T, E, K> Strategy<T, E, K> for Bulkhead {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,

@@ -493,7 +493,7 @@ impl<G> Clone for Outcome<G> {
     }
 }
 
-impl<T, E, G> Strategy<T, E> for Fault<G>
+impl<T, E, K, G> Strategy<T, E, K> for Fault<G>
 where
     G: Fn() -> E + Send + Sync + 'static,
 {
@@ -545,7 +545,7 @@ impl<G> Fault<G> {
     }
 }
 
-impl<T, E, G> Strategy<T, E> for Outcome<G>
+impl<T, E, K, G> Strategy<T, E, K> for Outcome<G>
 where
     G: Fn() -> Result<T, E> + Send + Sync + 'static,
 {
@@ -625,7 +625,7 @@ impl Latency {
     }
 }
 
-impl<T, E> Strategy<T, E> for Latency {
+impl<T, E, K> Strategy<T, E, K> for Latency {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,

@@ -1,12 +1,12 @@
 //! [`Fallback`]: an explicit substitute value for selected errors.
 
-use std::error::Error;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
 use super::{PipelineError, Predicate, Strategy, emit};
 use crate::event::{Event, EventListener, into_arc};
+use crate::failure::Failure;
 
 /// Substitutes a value for the errors its predicate selects, and only for
 /// those: every other error goes through untouched.
@@ -73,20 +73,20 @@ impl<P, H> Fallback<P, H> {
         self
     }
 
-    fn substitute<T, E>(&self, error: PipelineError<E>) -> Result<T, PipelineError<E>>
+    fn substitute<T, E, K>(&self, error: PipelineError<E>) -> Result<T, PipelineError<E>>
     where
-        P: Predicate<E>,
+        P: Predicate<E, K>,
         H: Fn(PipelineError<E>) -> T,
-        E: Error + 'static,
+        E: Failure<K>,
     {
-        if !self.on.test(&error) {
+        if !Predicate::<E, K>::test(&self.on, &error) {
             return Err(error);
         }
         emit(
             &self.listeners,
             &Event::FallbackUsed {
                 name: &self.name,
-                error: error.as_error(),
+                error: error.as_error::<K>(),
             },
         );
         Ok((self.handler)(error))
@@ -101,11 +101,11 @@ impl<P, H> fmt::Debug for Fallback<P, H> {
     }
 }
 
-impl<T, E, P, H> Strategy<T, E> for Fallback<P, H>
+impl<T, E, K, P, H> Strategy<T, E, K> for Fallback<P, H>
 where
-    P: Predicate<E>,
+    P: Predicate<E, K>,
     H: Fn(PipelineError<E>) -> T + Send + Sync + 'static,
-    E: Error + 'static,
+    E: Failure<K>,
 {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
@@ -113,7 +113,7 @@ where
         T: Send + 'static,
         E: Send + 'static,
     {
-        next().or_else(|e| self.substitute(e))
+        next().or_else(|e| self.substitute::<T, E, K>(e))
     }
 
     async fn execute_async<F, Fut>(&self, next: F) -> Result<T, PipelineError<E>>
@@ -123,6 +123,6 @@ where
         T: Send,
         E: Send,
     {
-        next().await.or_else(|e| self.substitute(e))
+        next().await.or_else(|e| self.substitute::<T, E, K>(e))
     }
 }

@@ -488,13 +488,13 @@ impl Plan {
 }
 
 impl<P> Hedge<P> {
-    fn judge<E>(&self, error: &PipelineError<E>) -> Judged
+    fn judge<E, K>(&self, error: &PipelineError<E>) -> Judged
     where
-        P: Predicate<E>,
+        P: Predicate<E, K>,
     {
         if refused(error) {
             Judged::Refused
-        } else if self.when.test(error) {
+        } else if Predicate::<E, K>::test(&*self.when, error) {
             Judged::Selected
         } else {
             Judged::Final
@@ -524,7 +524,7 @@ enum Report<T, E> {
     Panicked(Box<dyn std::any::Any + Send>),
 }
 
-impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
+impl<T, E, K, P: Predicate<E, K>> Strategy<T, E, K> for Hedge<P> {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
@@ -569,7 +569,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
                 }
                 Ok(Report::Done(Err(error), _)) => {
                     running -= 1;
-                    let verdict = plan.after(self.judge(&error));
+                    let verdict = plan.after(self.judge::<E, K>(&error));
                     last_error = Some(error);
                     match verdict {
                         Failure::Final => break,
@@ -610,7 +610,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Hedge<P> {
             self.drive(
                 &mut run,
                 cx,
-                |error| self.judge(error),
+                |error| self.judge::<E, K>(error),
                 |_| Poll::Ready(Some(next())),
                 lost,
             )

@@ -83,6 +83,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use crate::error::{CallError, CircuitOpenError};
+use crate::failure::{Concrete, Failure, PipelineErrorOf};
 
 pub use bulkhead::{Bulkhead, BulkheadBuilder};
 pub use fallback::Fallback;
@@ -90,12 +91,12 @@ pub use hedge::{Hedge, HedgeBuilder};
 #[cfg(feature = "governor")]
 #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
 pub use rate_limit::{KeyedRateLimit, RateLimit, RateLimitBuilder};
-pub use retry::{Retry, RetryBuilder, UnlessOpen};
+pub use retry::{DEFAULT_PROBE_JITTER, Retry, RetryBuilder, UnlessOpen};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use sleep::TokioSleeper;
 pub use sleep::{ManualSleeper, Sleep, Sleeper, StdSleeper};
-pub use timeout::Timeout;
+pub use timeout::{Timeout, TimeoutBuilder};
 
 /// A boxed error that can cross threads, as tower uses.
 pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
@@ -108,7 +109,10 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// [`execute_async`](Self::execute_async) must drop the inner future.
 ///
 /// `T` and `E` are the call's value and error types; a layer that does not
-/// care implements the trait for every `T` and `E`.
+/// care implements the trait for every `T` and `E`. `K` is the error's kind
+/// ([`Concrete`] by default; see [`Failure`]): implement the trait for every `K` too, as
+/// below, so the layer also serves pipelines whose calls fail with
+/// `anyhow::Error` or a boxed error.
 ///
 /// ```
 /// use interlock::pipeline::{Pipeline, PipelineError, Strategy};
@@ -119,7 +123,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// #[derive(Debug, Default)]
 /// struct Counting(AtomicU32);
 ///
-/// impl<T, E> Strategy<T, E> for Counting {
+/// impl<T, E, K> Strategy<T, E, K> for Counting {
 ///     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
 ///     where
 ///         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
@@ -146,7 +150,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// assert_eq!(pipeline.call(|| Ok::<_, std::io::Error>(7))?, 7);
 /// # Ok::<(), PipelineError<std::io::Error>>(())
 /// ```
-pub trait Strategy<T, E>: Send + Sync + 'static {
+pub trait Strategy<T, E, K = Concrete>: Send + Sync + 'static {
     /// Runs `next` (the rest of the pipeline) on the blocking path.
     ///
     /// # Errors
@@ -182,7 +186,7 @@ pub trait Strategy<T, E>: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Identity;
 
-impl<T, E> Strategy<T, E> for Identity {
+impl<T, E, K> Strategy<T, E, K> for Identity {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
@@ -239,10 +243,10 @@ impl<O, I> Stack<O, I> {
     }
 }
 
-impl<T, E, O, I> Strategy<T, E> for Stack<O, I>
+impl<T, E, K, O, I> Strategy<T, E, K> for Stack<O, I>
 where
-    O: Strategy<T, E>,
-    I: Strategy<T, E>,
+    O: Strategy<T, E, K>,
+    I: Strategy<T, E, K>,
 {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
@@ -313,13 +317,18 @@ impl<S> Pipeline<S> {
     /// Runs the blocking closure `f` through every layer.
     ///
     /// `f` may run more than once (under a retry) and on a worker thread
-    /// (under a timeout), hence `Fn + Send + Sync + 'static`.
+    /// (under a timeout), hence `Fn + Send + Sync + 'static`. Its error may
+    /// be any type a breaker accepts ([`Failure`]): a concrete error type,
+    /// or a handle such as `anyhow::Error` or a boxed error.
     ///
     /// # Errors
     ///
-    /// [`PipelineError::Inner`] with `f`'s own error, or the error of the
-    /// layer that gave up ([`PipelineError::Rejected`],
-    /// [`PipelineError::Timeout`], ...).
+    /// For a concrete error type, [`PipelineError::Inner`] with `f`'s own
+    /// error, or the error of the layer that gave up
+    /// ([`PipelineError::Rejected`], [`PipelineError::Timeout`], ...). For an
+    /// error handle, the handle: `f`'s own error, or the layer's error
+    /// converted into it (it downcasts to [`CircuitOpenError`],
+    /// [`timeout::Elapsed`], [`bulkhead::Full`]).
     ///
     /// ```
     /// use interlock::pipeline::Pipeline;
@@ -329,15 +338,17 @@ impl<S> Pipeline<S> {
     /// assert_eq!(pipeline.call(|| Ok::<_, std::io::Error>(1))?, 1);
     /// # Ok::<(), interlock::PipelineError<std::io::Error>>(())
     /// ```
-    pub fn call<T, E, F>(&self, f: F) -> Result<T, PipelineError<E>>
+    pub fn call<T, E, F, K, R>(&self, f: F) -> Result<T, R>
     where
-        S: Strategy<T, E>,
+        S: Strategy<T, E, K>,
         F: Fn() -> Result<T, E> + Send + Sync + 'static,
         T: Send + 'static,
-        E: Send + 'static,
+        E: Failure<K, PipelineError = R> + Send + 'static,
+        R: PipelineErrorOf<E>,
     {
         self.stack
             .execute(move || f().map_err(PipelineError::Inner))
+            .map_err(E::pipeline_error)
     }
 
     /// Awaits the future made by `f` through every layer, on any executor.
@@ -369,16 +380,14 @@ impl<S> Pipeline<S> {
     /// assert_eq!(rows, 3);
     /// # Ok::<(), interlock::PipelineError<std::io::Error>>(())
     /// ```
-    pub fn call_async<T, E, F, Fut>(
-        &self,
-        f: F,
-    ) -> impl Future<Output = Result<T, PipelineError<E>>> + Send
+    pub fn call_async<T, E, F, Fut, K, R>(&self, f: F) -> impl Future<Output = Result<T, R>> + Send
     where
-        S: Strategy<T, E>,
+        S: Strategy<T, E, K>,
         F: Fn() -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, E>> + Send,
         T: Send,
-        E: Send,
+        E: Failure<K, PipelineError = R> + Send,
+        R: PipelineErrorOf<E>,
     {
         let stack = Arc::clone(&self.stack);
         async move {
@@ -389,6 +398,7 @@ impl<S> Pipeline<S> {
                     async move { attempt.await.map_err(PipelineError::Inner) }
                 })
                 .await
+                .map_err(E::pipeline_error)
         }
     }
 }
@@ -467,21 +477,26 @@ impl<S> PipelineBuilder<S> {
 
 /// Why a call through a [`Pipeline`] did not produce a value.
 ///
-/// It keeps the call's own error type. `Display` and `source()` are those
-/// of the wrapped error (transparent); [`into_boxed`](Self::into_boxed)
-/// unwraps it into a [`BoxError`] that downcasts to the wrapped type
-/// (`E`, [`CircuitOpenError`], [`timeout::Elapsed`], [`bulkhead::Full`]).
+/// It keeps the call's own error type. Every variant but
+/// [`Rejected`](Self::Rejected) is transparent (`Display` and `source()` are
+/// the wrapped error's); `Rejected` describes this layer (`call not
+/// permitted`) and returns the [`CircuitOpenError`] from `source()`, so the
+/// rejection stays findable after `?` ([`find_rejection`](crate::find_rejection)).
+/// [`into_boxed`](Self::into_boxed) unwraps it into a [`BoxError`] that
+/// downcasts to the wrapped type (`E`, [`CircuitOpenError`],
+/// [`timeout::Elapsed`], [`bulkhead::Full`]).
 ///
 /// ```
 /// use interlock::pipeline::Pipeline;
-/// use interlock::{CircuitBreaker, CircuitOpenError};
+/// use interlock::{find_rejection, CircuitBreaker, CircuitOpenError};
 ///
 /// let breaker = CircuitBreaker::new("svc");
 /// let pipeline = Pipeline::builder().circuit_breaker(breaker.clone()).build();
 /// breaker.force_open();
 /// let err = pipeline.call(|| Ok::<_, std::io::Error>(())).unwrap_err();
 /// assert!(err.is_rejected());
-/// assert_eq!(err.to_string(), "circuit 'svc' is open");
+/// assert_eq!(err.to_string(), "call not permitted");
+/// assert_eq!(find_rejection(&err).unwrap().to_string(), "circuit 'svc' is open");
 /// assert!(err.into_boxed().downcast_ref::<CircuitOpenError>().is_some());
 /// ```
 #[derive(Debug)]
@@ -562,13 +577,26 @@ impl<E> PipelineError<E> {
         }
     }
 
-    /// The wrapped error itself, whichever variant holds it.
-    pub fn as_error(&self) -> &(dyn Error + 'static)
+    /// The circuit-open rejection this error is or carries: a breaker
+    /// layer's [`Rejected`](Self::Rejected), or one anywhere in the call's
+    /// own error (a breaker called inside the closure, an HTTP adapter's
+    /// rejection, ...; see [`find_rejection`](crate::find_rejection)).
+    #[must_use]
+    pub fn find_rejection<K>(&self) -> Option<&CircuitOpenError>
     where
-        E: Error + 'static,
+        E: Failure<K>,
+    {
+        crate::failure::find_rejection(self.as_error())
+    }
+
+    /// The wrapped error itself, whichever variant holds it (for an error
+    /// handle, the error inside it).
+    pub fn as_error<K>(&self) -> &(dyn Error + 'static)
+    where
+        E: Failure<K>,
     {
         match self {
-            PipelineError::Inner(e) => e,
+            PipelineError::Inner(e) => e.as_error(),
             PipelineError::Rejected(open) => open,
             PipelineError::Timeout(elapsed) => elapsed,
             PipelineError::BulkheadFull(full) => full,
@@ -609,7 +637,7 @@ impl<E: fmt::Display> fmt::Display for PipelineError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PipelineError::Inner(e) => fmt::Display::fmt(e, f),
-            PipelineError::Rejected(open) => fmt::Display::fmt(open, f),
+            PipelineError::Rejected(_) => f.write_str(crate::error::NOT_PERMITTED),
             PipelineError::Timeout(elapsed) => fmt::Display::fmt(elapsed, f),
             PipelineError::BulkheadFull(full) => fmt::Display::fmt(full, f),
             PipelineError::Other(other) => fmt::Display::fmt(other, f),
@@ -621,7 +649,7 @@ impl<E: Error> Error for PipelineError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             PipelineError::Inner(e) => e.source(),
-            PipelineError::Rejected(open) => open.source(),
+            PipelineError::Rejected(open) => Some(open),
             PipelineError::Timeout(elapsed) => elapsed.source(),
             PipelineError::BulkheadFull(full) => full.source(),
             PipelineError::Other(other) => other.source(),
@@ -677,12 +705,12 @@ impl<E> From<CallError<E>> for PipelineError<E> {
 /// assert!(err.unwrap_err().is_inner()); // not selected: not retried, returned as it was
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
-pub trait Predicate<E>: Send + Sync + 'static {
+pub trait Predicate<E, K = Concrete>: Send + Sync + 'static {
     /// Whether `error` is one this predicate selects.
     fn test(&self, error: &PipelineError<E>) -> bool;
 }
 
-impl<E, F> Predicate<E> for F
+impl<E, K, F> Predicate<E, K> for F
 where
     F: Fn(&PipelineError<E>) -> bool + Send + Sync + 'static,
 {

@@ -455,7 +455,7 @@ impl RateLimitBuilder {
     }
 }
 
-impl<T, E> Strategy<T, E> for RateLimit {
+impl<T, E, K> Strategy<T, E, K> for RateLimit {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,

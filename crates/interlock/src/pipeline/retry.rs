@@ -4,13 +4,19 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use super::backoff::Exponential;
+use super::backoff::{Exponential, jitter, random_seed};
 use super::sleep::{StdSleeper, into_arc};
 use super::{PipelineError, Predicate, Sleeper, Strategy, emit};
 use crate::error::ConfigError;
 use crate::event::{Event, EventListener, into_arc as listener_arc};
+use crate::failure::Failure;
+
+/// The default bound of the random extra wait after a probe estimate, as
+/// the original's `wait_probe(jitter=0.1)`.
+pub const DEFAULT_PROBE_JITTER: Duration = Duration::from_millis(100);
 
 type Delays = Box<dyn Iterator<Item = Duration> + Send>;
 type BackoffFactory = Arc<dyn Fn() -> Delays + Send + Sync>;
@@ -23,13 +29,20 @@ type BackoffFactory = Arc<dyn Fn() -> Delays + Send + Sync>;
 /// - **"Retry unless open"**: the default predicate, [`UnlessOpen`], retries
 ///   every error except a circuit-open rejection, which is not transient: an
 ///   open breaker rejects instantly, so retrying it only burns the budget.
+///   It finds a rejection wherever it travels: from a breaker layer, or in
+///   the call's own error (a breaker called inside the closure, an HTTP
+///   adapter's rejection, one wrapped in `anyhow::Error` or a boxed error;
+///   see [`find_rejection`](crate::find_rejection)).
 /// - **"Wait for the probe"**: with
 ///   [`wait_for_probe`](RetryBuilder::wait_for_probe), a rejection that
-///   says when the breaker admits its next probe is retried after exactly
-///   that long, instead of a blind backoff. For background work that would
-///   rather wait than fail.
+///   says when the breaker admits its next probe is retried after that
+///   long plus a random extra of at most
+///   [`probe_jitter`](RetryBuilder::probe_jitter) (100 ms by default), so
+///   the waiters of a fleet do not all arrive at the probe slot at once.
+///   For background work that would rather wait than fail.
 ///
-/// Each retry is reported as [`Event::RetryScheduled`] before its wait.
+/// Each retry is reported as [`Event::RetryScheduled`] before its wait,
+/// with the number of the attempt that failed.
 /// Put the retry *outside* the breaker so the breaker counts every attempt.
 ///
 /// ```
@@ -67,6 +80,9 @@ pub struct Retry<P = UnlessOpen> {
     backoff: BackoffFactory,
     when: P,
     wait_for_probe: bool,
+    probe_jitter: Duration,
+    /// The generator of the probe jitter (SplitMix64), shared by clones.
+    rng: Arc<AtomicU64>,
     sleeper: Arc<dyn Sleeper>,
     listeners: Arc<[Arc<dyn EventListener>]>,
 }
@@ -77,17 +93,19 @@ impl<P> fmt::Debug for Retry<P> {
             .field("name", &self.name)
             .field("max_attempts", &self.max_attempts)
             .field("wait_for_probe", &self.wait_for_probe)
+            .field("probe_jitter", &self.probe_jitter)
             .finish_non_exhaustive()
     }
 }
 
-/// The default retry predicate: every error except a circuit-open rejection.
+/// The default retry predicate: every error except one that is or carries
+/// a circuit-open rejection ([`PipelineError::find_rejection`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UnlessOpen;
 
-impl<E> Predicate<E> for UnlessOpen {
+impl<E: Failure<K>, K> Predicate<E, K> for UnlessOpen {
     fn test(&self, error: &PipelineError<E>) -> bool {
-        !error.is_rejected()
+        error.find_rejection::<K>().is_none()
     }
 }
 
@@ -99,6 +117,8 @@ pub struct RetryBuilder<P> {
     backoff: BackoffFactory,
     when: P,
     wait_for_probe: bool,
+    probe_jitter: Duration,
+    seed: Option<u64>,
     sleeper: Arc<dyn Sleeper>,
     listeners: Vec<Arc<dyn EventListener>>,
 }
@@ -115,7 +135,19 @@ impl<P> fmt::Debug for RetryBuilder<P> {
 impl Retry {
     /// A builder for at most `max_attempts` attempts in all (the first call
     /// included), with an exponential backoff from 100 ms (doubling, at most
-    /// 10 s) and the [`UnlessOpen`] predicate.
+    /// 10 s, no jitter) and the [`UnlessOpen`] predicate.
+    ///
+    /// The defaults against the original's (`RetryStrategy`, on tenacity):
+    ///
+    /// | setting | interlock | interlock-cb 2.8.2 | why |
+    /// |---|---|---|---|
+    /// | attempts | no default: `max_attempts` is required | 3 | the budget is the call site's decision |
+    /// | first delay | 100 ms | 1 s (`wait_exponential_jitter(initial=1)`) | a request path's latency budget is usually under a second |
+    /// | growth | doubling | doubling | |
+    /// | cap | 10 s | none in practice (`max` = `sys.maxsize / 2`) | a retry loop should never sleep for minutes |
+    /// | jitter on the backoff | none (add `.jitter(seed)`) | up to 1 s added to every delay | reproducible by default; opt in with a seed |
+    /// | predicate | [`UnlessOpen`] | `retry_unless_open()` | the same |
+    /// | probe wait jitter ([`wait_for_probe`](RetryBuilder::wait_for_probe)) | up to 100 ms | up to 0.1 s (`wait_probe(jitter=0.1)`) | the same |
     pub fn builder(max_attempts: u32) -> RetryBuilder<UnlessOpen> {
         RetryBuilder {
             name: "retry".into(),
@@ -125,6 +157,8 @@ impl Retry {
             ),
             when: UnlessOpen,
             wait_for_probe: false,
+            probe_jitter: DEFAULT_PROBE_JITTER,
+            seed: None,
             sleeper: into_arc(StdSleeper),
             listeners: Vec::new(),
         }
@@ -160,17 +194,37 @@ impl<P> RetryBuilder<P> {
             backoff: self.backoff,
             when,
             wait_for_probe: self.wait_for_probe,
+            probe_jitter: self.probe_jitter,
+            seed: self.seed,
             sleeper: self.sleeper,
             listeners: self.listeners,
         }
     }
 
     /// The patient mode: a circuit-open rejection that carries a
-    /// `retry_after` is retried after exactly that long (whatever the
-    /// predicate says, and without using a backoff step). Rejections without
-    /// an estimate (HALF_OPEN, FORCED_OPEN) go through the predicate.
+    /// `retry_after` (from a breaker layer or anywhere in the call's own
+    /// error) is retried after that long plus a random extra wait in
+    /// `[0, probe_jitter]` (whatever the predicate says, and without using
+    /// a backoff step). Rejections without an estimate (HALF_OPEN,
+    /// FORCED_OPEN) go through the predicate.
     pub fn wait_for_probe(mut self) -> Self {
         self.wait_for_probe = true;
+        self
+    }
+
+    /// The bound of the random extra wait after a probe estimate (default
+    /// [`DEFAULT_PROBE_JITTER`], 100 ms; zero waits exactly `retry_after`).
+    /// Each waiter draws its own, so a fleet of waiters spreads over the
+    /// interval instead of hitting the probe slot at the same instant.
+    pub fn probe_jitter(mut self, max: Duration) -> Self {
+        self.probe_jitter = max;
+        self
+    }
+
+    /// Seeds the generator of the probe jitter, for reproducible waits (in
+    /// tests); unseeded, every retry gets a different random seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -210,6 +264,8 @@ impl<P> RetryBuilder<P> {
             backoff: self.backoff,
             when: self.when,
             wait_for_probe: self.wait_for_probe,
+            probe_jitter: self.probe_jitter,
+            rng: Arc::new(AtomicU64::new(self.seed.unwrap_or_else(random_seed))),
             sleeper: self.sleeper,
             listeners: self.listeners.into(),
         })
@@ -225,32 +281,36 @@ impl<P> Retry<P> {
 
     /// After attempt `attempt` failed with `error`: the wait before the
     /// next one, or `None` to give up.
-    fn plan<E>(
+    fn plan<E, K>(
         &self,
         attempt: u32,
         error: &PipelineError<E>,
         delays: &mut Delays,
     ) -> Option<Duration>
     where
-        P: Predicate<E>,
+        P: Predicate<E, K>,
+        E: Failure<K>,
     {
         if attempt >= self.max_attempts {
             return None;
         }
-        let probe_wait = match error {
-            PipelineError::Rejected(open) if self.wait_for_probe => open.retry_after(),
-            _ => None,
+        let probe_wait = if self.wait_for_probe {
+            error
+                .find_rejection::<K>()
+                .and_then(crate::CircuitOpenError::retry_after)
+        } else {
+            None
         };
         let delay = match probe_wait {
-            Some(wait) => wait,
-            None if self.when.test(error) => delays.next()?,
+            Some(wait) => wait.saturating_add(jitter(&self.rng, self.probe_jitter)),
+            None if Predicate::<E, K>::test(&self.when, error) => delays.next()?,
             None => return None,
         };
         emit(
             &self.listeners,
             &Event::RetryScheduled {
                 name: &self.name,
-                attempt: attempt + 1,
+                attempt,
                 delay,
             },
         );
@@ -258,7 +318,7 @@ impl<P> Retry<P> {
     }
 }
 
-impl<T, E, P: Predicate<E>> Strategy<T, E> for Retry<P> {
+impl<T, E: Failure<K>, K, P: Predicate<E, K>> Strategy<T, E, K> for Retry<P> {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,
@@ -272,7 +332,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Retry<P> {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            let Some(delay) = self.plan(attempt, &error, &mut delays) else {
+            let Some(delay) = self.plan::<E, K>(attempt, &error, &mut delays) else {
                 return Err(error);
             };
             drop(error);
@@ -295,7 +355,7 @@ impl<T, E, P: Predicate<E>> Strategy<T, E> for Retry<P> {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            let Some(delay) = self.plan(attempt, &error, &mut delays) else {
+            let Some(delay) = self.plan::<E, K>(attempt, &error, &mut delays) else {
                 return Err(error);
             };
             drop(error);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::breaker::timer::{Scheduler, TimerKey, TimerTarget};
+use crate::breaker::timer::{Armed, Scheduler, TimerKey, TimerTarget};
 use crate::clock::ManualClock;
 
 /// A sleep in progress, as a [`Sleeper`] hands it out.
@@ -56,9 +56,13 @@ pub(crate) fn into_arc(sleeper: impl Sleeper) -> Arc<dyn Sleeper> {
     Arc::new(sleeper)
 }
 
-/// Real time, on any executor: async sleeps are woken by the crate's one
-/// timer thread (the one behind `auto_transition`), blocking sleeps use
+/// Real time, on any executor: async sleeps are woken by one thread of the
+/// crate (`interlock-sleep`, which runs no listener: a slow or panicking
+/// listener never delays a sleep), blocking sleeps use
 /// [`std::thread::sleep`]. The default of every strategy.
+///
+/// `Duration::MAX` (or any delay past the largest representable instant)
+/// never ends: it is "no deadline", not an overflow.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdSleeper;
 
@@ -125,11 +129,13 @@ impl Future for TimerSleep {
             self.armed = true;
             let alarm: Arc<dyn TimerTarget> = self.alarm.clone();
             let target = Arc::downgrade(&alarm);
-            self.key = Scheduler::global().schedule(self.delay, target, 0);
-            if self.key.is_none() {
+            match Scheduler::sleeps().schedule(self.delay, target, 0) {
+                Armed::At(key) => self.key = Some(key),
+                // No deadline: pending for ever (until dropped).
+                Armed::Never => {}
                 // No timer thread could be started: the deadline passes at
                 // once rather than never (a visible error, not a lost layer).
-                return Poll::Ready(());
+                Armed::Failed => return Poll::Ready(()),
             }
         }
         Poll::Pending
@@ -139,7 +145,7 @@ impl Future for TimerSleep {
 impl Drop for TimerSleep {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            Scheduler::global().cancel(key);
+            Scheduler::sleeps().cancel(key);
         }
     }
 }

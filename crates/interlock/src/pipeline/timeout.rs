@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::sleep::{StdSleeper, into_arc};
 use super::{PipelineError, Sleeper, Strategy, with_deadline};
+use crate::error::ConfigError;
 
 /// Gives up on a call after a fixed duration with [`Elapsed`], which a
 /// breaker outside it counts as a failure.
@@ -50,11 +51,38 @@ pub struct Timeout {
 
 impl Timeout {
     /// A timeout of `duration` on real time ([`StdSleeper`]).
+    ///
+    /// A zero `duration` gives up on every call; [`builder`](Self::builder)
+    /// refuses it with a [`ConfigError`], which configuration read from a
+    /// file or the environment should go through.
     #[must_use]
     pub fn new(duration: Duration) -> Self {
         Timeout {
             duration,
             sleeper: into_arc(StdSleeper),
+        }
+    }
+
+    /// A builder for a timeout of `duration`, checked at
+    /// [`build`](TimeoutBuilder::build) like the other strategies' builders.
+    ///
+    /// ```
+    /// use interlock::pipeline::{ManualSleeper, Timeout};
+    /// use interlock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let timeout = Timeout::builder(Duration::from_secs(2))
+    ///     .sleeper(ManualSleeper::new(ManualClock::new()))
+    ///     .build()?;
+    /// assert_eq!(timeout.duration(), Duration::from_secs(2));
+    ///
+    /// let err = Timeout::builder(Duration::ZERO).build().unwrap_err();
+    /// assert_eq!(err.field(), "timeout");
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    pub fn builder(duration: Duration) -> TimeoutBuilder {
+        TimeoutBuilder {
+            timeout: Timeout::new(duration),
         }
     }
 
@@ -79,13 +107,45 @@ impl Timeout {
     }
 }
 
+/// Builds a [`Timeout`]; the duration is checked in [`build`](Self::build).
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build()`"]
+pub struct TimeoutBuilder {
+    timeout: Timeout,
+}
+
+impl TimeoutBuilder {
+    /// What the async path's deadline sleeps on (default [`StdSleeper`]; the
+    /// blocking path always waits on real time).
+    pub fn sleeper(mut self, sleeper: impl Sleeper) -> Self {
+        self.timeout.sleeper = into_arc(sleeper);
+        self
+    }
+
+    /// The timeout.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `timeout` if the duration is zero (every
+    /// call would time out), as the original refuses `TimeoutStrategy(0)`.
+    pub fn build(self) -> Result<Timeout, ConfigError> {
+        if self.timeout.duration.is_zero() {
+            return Err(ConfigError::new(
+                "timeout",
+                "must be greater than zero, got 0s",
+            ));
+        }
+        Ok(self.timeout)
+    }
+}
+
 impl From<Duration> for Timeout {
     fn from(duration: Duration) -> Self {
         Timeout::new(duration)
     }
 }
 
-impl<T, E> Strategy<T, E> for Timeout {
+impl<T, E, K> Strategy<T, E, K> for Timeout {
     fn execute<F>(&self, next: F) -> Result<T, PipelineError<E>>
     where
         F: Fn() -> Result<T, PipelineError<E>> + Send + Sync + 'static,

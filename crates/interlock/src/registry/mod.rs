@@ -268,6 +268,29 @@ impl<M: Mode> Registry<M> {
         self.inner.template.lane.is_some()
     }
 
+    /// The coordinator this registry's breakers share, if it was built with
+    /// one: for fleet-wide operator writes such as
+    /// [`Coordinator::trip_shared`](crate::storage::Coordinator::trip_shared).
+    ///
+    /// ```
+    /// use interlock::Registry;
+    /// use interlock::storage::{Coordinator, MemoryStorage};
+    ///
+    /// let coordinator = Coordinator::manual(MemoryStorage::new());
+    /// let registry = Registry::builder().coordinator(&coordinator).build()?;
+    /// assert!(registry.coordinator().is_some());
+    /// assert!(Registry::new().coordinator().is_none());
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn coordinator(&self) -> Option<Coordinator<M>> {
+        self.inner
+            .template
+            .lane
+            .as_ref()
+            .map(|lane| Coordinator::from_lane(Arc::clone(lane)))
+    }
+
     fn all(&self) -> MutexGuard<'_, All> {
         self.inner
             .all

@@ -261,6 +261,20 @@ trait Subject: Sync {
         ttl: Duration,
         expected: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+    fn restart(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
     fn poll_many(
         &self,
         requests: &[PollRequest<'_>],
@@ -325,6 +339,24 @@ impl<S: Storage> Subject for Blocking<'_, S> {
         expected: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
         std::future::ready(self.0.close(name, ttl, expected))
+    }
+    fn restart(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
+        std::future::ready(self.0.restart_stalled_round(name, expected, permitted, ttl))
+    }
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
+        std::future::ready(self.0.restore(name, expected, state, ttl))
     }
     fn poll_many(
         &self,
@@ -409,6 +441,24 @@ impl<S: AsyncStorage> Subject for NonBlocking<'_, S> {
         expected: Option<u64>,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
         self.0.close(name, ttl, expected)
+    }
+    fn restart(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
+        self.0.restart_stalled_round(name, expected, permitted, ttl)
+    }
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send {
+        self.0.restore(name, expected, state, ttl)
     }
     fn poll_many(
         &self,
@@ -533,6 +583,18 @@ impl<'a, T: Subject> Cx<'a, T> {
     async fn close(&self, name: &str, expected: Option<u64>) -> SharedState {
         self.ok("close", self.s.close(name, self.ttl, expected).await)
     }
+    async fn restart(&self, name: &str, expected: u64, permitted: u32) -> SharedState {
+        self.ok(
+            "restart_stalled_round",
+            self.s.restart(name, expected, permitted, self.ttl).await,
+        )
+    }
+    async fn restore(&self, name: &str, expected: u64, state: SharedState) -> SharedState {
+        self.ok(
+            "restore",
+            self.s.restore(name, expected, state, self.ttl).await,
+        )
+    }
 
     /// Reads `name`, which must exist; returns its state.
     async fn present(&self, name: &str, when: &str) -> SharedState {
@@ -574,9 +636,13 @@ fn probes(s: &SharedState) -> (u32, u32, u32, u32, u32) {
     )
 }
 
+mod liveness;
+
 /// The rules, each written once over [`Subject`].
 mod rules {
     use super::*;
+
+    pub(super) use super::liveness::*;
 
     pub(super) async fn absent_key_reads_none<T: Subject>(s: &T, t: &dyn StorageTime) {
         let cx = Cx::new(s, t, "R16.1 absent_key_reads_none");
@@ -1495,4 +1561,24 @@ suite! {
     /// or expired = CLOSED) or `begin_half_open_if_elapsed` would, in
     /// order, and applies the begins whose wait elapsed.
     poll_many_answers_like_single_requests;
+    /// R16.13 (issue 21): `restart_stalled_round` starts a fresh round only
+    /// over a HALF_OPEN record at the expected version with no slot left
+    /// (a finished round whose decision was lost included), keeping
+    /// `opened_at`; anything else (absent, OPEN, CLOSED, slots left, a
+    /// stale version) writes nothing and creates no key.
+    restart_needs_a_stalled_round_at_the_expected_version;
+    /// R16.13, R16.14: a restart or restore refreshes the TTL when applied
+    /// and only then.
+    restart_and_restore_refresh_ttl_only_when_applied;
+    /// R16.14 (issue 21): `restore` writes the given state over a record at
+    /// the expected version (absent = 0), lifting the version to
+    /// `max(expected, state.version) + 1`, and writes nothing otherwise.
+    restore_is_fenced_and_lifts_the_version;
+    /// R16.14: `restore` keeps a past `opened_at` (the OPEN wait counts
+    /// from it), clamps a future one to the storage's clock, and writes
+    /// zero for a CLOSED record.
+    restore_clamps_opened_at_to_the_storage_clock;
+    /// R16.7 (issue 21): no operation writes a version above
+    /// `SharedState::MAX_VERSION`.
+    versions_never_pass_the_maximum;
 }

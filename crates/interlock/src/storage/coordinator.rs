@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use crate::background::{self, Owner};
 use crate::breaker::Inner;
 use crate::clock::Timestamp;
 use crate::machine::Outcome;
@@ -66,6 +67,23 @@ pub(crate) async fn guarded_async<T>(
     .await
 }
 
+/// Awaits `round`, catching a panic while polling it (the async mirror of
+/// [`crate::event::isolate`]): the lane's task outlives a panicking round.
+#[cfg(feature = "tokio")]
+async fn isolated(round: impl Future<Output = ()>) {
+    let mut round = std::pin::pin!(round);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(payload) => {
+                crate::event::drop_payload(payload);
+                std::task::Poll::Ready(())
+            }
+        }
+    })
+    .await;
+}
+
 /// The object-safe face of an [`AsyncStorage`].
 pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
     fn trip_open<'a>(
@@ -90,6 +108,20 @@ pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
         name: &'a str,
         ttl: Duration,
         expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
+    fn restart_stalled_round<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
+    fn restore<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
     fn poll_one<'a>(
         &'a self,
@@ -134,6 +166,26 @@ impl<S: AsyncStorage> DynAsyncStorage for S {
     ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
         Box::pin(AsyncStorage::close(self, name, ttl, expected))
     }
+    fn restart_stalled_round<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
+        Box::pin(AsyncStorage::restart_stalled_round(
+            self, name, expected, permitted, ttl,
+        ))
+    }
+    fn restore<'a>(
+        &'a self,
+        name: &'a str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
+        Box::pin(AsyncStorage::restore(self, name, expected, state, ttl))
+    }
     fn poll_one<'a>(
         &'a self,
         request: &'a PollRequest<'a>,
@@ -165,6 +217,12 @@ pub(crate) enum Write {
     Trip,
     /// A leased probe settled.
     Probe(Outcome),
+    /// Share a local OPEN the fleet missed, fenced by the CLOSED view it
+    /// answers (R15.12).
+    Reconcile,
+    /// Write back the newest state known over a storage whose history went
+    /// backwards (R15.11).
+    Repair,
 }
 
 pub(crate) enum Item {
@@ -199,16 +257,30 @@ struct LaneState {
     queue: VecDeque<Item>,
     members: Vec<Weak<Inner>>,
     running: bool,
+    /// The process the worker was started in (it is gone in a `fork()`ed
+    /// child, which starts its own at its next attach, write or close).
+    owner: Option<Owner>,
+    /// The blocking worker's thread: a breaker closed from it (by a
+    /// listener) runs its detach there instead of waiting for itself.
+    thread: Option<std::thread::ThreadId>,
     /// Breakers a notice said changed, with the version it announced; each
     /// at most once (a newer notice replaces the version).
     refresh: Vec<(Weak<Inner>, u64)>,
     /// A notice said others may have been lost: poll everything.
     poll_all: bool,
+    /// The storage said its notices are unavailable: the reason, until the
+    /// lane has reported it (R17.11).
+    unavailable: Option<String>,
+    /// Whether that has been reported (once per lane).
+    unavailable_reported: bool,
 }
 
 impl LaneState {
     fn has_work(&self) -> bool {
-        !self.queue.is_empty() || !self.refresh.is_empty() || self.poll_all
+        !self.queue.is_empty()
+            || !self.refresh.is_empty()
+            || self.poll_all
+            || self.unavailable.is_some()
     }
 }
 
@@ -234,11 +306,14 @@ pub(crate) struct Lane {
     handler: OnceLock<Arc<NoticeHandler>>,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
+    /// This lane, for [`background::Revive`].
+    me: Weak<Lane>,
 }
 
 impl Lane {
     fn new(backend: Backend, settings: StorageSettings, background: bool) -> Arc<Self> {
-        Arc::new(Lane {
+        let lane = Arc::new_cyclic(|me| Lane {
+            me: me.clone(),
             backend,
             settings,
             state: Mutex::new(LaneState::default()),
@@ -249,7 +324,12 @@ impl Lane {
             handler: OnceLock::new(),
             #[cfg(feature = "tokio")]
             notify: tokio::sync::Notify::new(),
-        })
+        });
+        if background {
+            let weak: Weak<dyn background::Revive> = Arc::downgrade(&lane) as Weak<Lane>;
+            background::register(weak);
+        }
+        lane
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, LaneState> {
@@ -273,7 +353,7 @@ impl Lane {
         st.refresh.push((breaker, u64::MAX));
         drop(st);
         self.ensure_subscribed();
-        self.ensure_running();
+        self.ensure_running_here();
         self.wake();
     }
 
@@ -323,9 +403,24 @@ impl Lane {
 
     /// A notice from the storage: queue a refresh of the breakers it names
     /// (their lane checks the version and reads only if it moved), or a
-    /// poll of all of them. Never touches a breaker's lock: the storage may
-    /// deliver from inside any of its operations.
+    /// poll of all of them. Never touches a breaker's lock for those: the
+    /// storage may deliver them from inside any of its operations. A
+    /// notice that carries the record ([`Notice::Written`]) is adopted here
+    /// and now instead, outside the lane's lock.
     fn on_notice(&self, notice: Notice<'_>) {
+        if let Notice::Written { name, state } = notice {
+            let named: Vec<Arc<Inner>> = self
+                .state()
+                .members
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|b| b.name() == name)
+                .collect();
+            for breaker in named {
+                breaker.adopt_pushed(state);
+            }
+            return;
+        }
         let mut st = self.state();
         match notice {
             Notice::Changed { name, version } => {
@@ -351,9 +446,32 @@ impl Lane {
                 }
             }
             Notice::Resync => st.poll_all = true,
+            Notice::Unavailable { reason } => {
+                if st.unavailable_reported || st.unavailable.is_some() {
+                    return;
+                }
+                st.unavailable = Some(reason.to_owned());
+            }
+            // Handled above; `Notice` may grow variants this lane ignores.
+            _ => return,
         }
         drop(st);
         self.wake();
+    }
+
+    /// Says once, on the lane, that change notices are unavailable
+    /// (R17.11): an event to every breaker, and a log line.
+    fn report_unavailable(&self) {
+        let mut st = self.state();
+        let Some(reason) = st.unavailable.take() else {
+            return;
+        };
+        st.unavailable_reported = true;
+        drop(st);
+        log_notices_unavailable(&reason);
+        for breaker in self.members() {
+            breaker.notices_unavailable(&reason);
+        }
     }
 
     fn wake(&self) {
@@ -364,11 +482,45 @@ impl Lane {
 
     /// Starts the background worker, if this lane has one and it is not
     /// running (an async lane outside a tokio runtime starts at the first
-    /// async admission instead).
+    /// async admission instead). One atomic load once it runs: the async
+    /// admission path calls it for every call.
     pub(crate) fn ensure_running(self: &Arc<Self>) {
         if !self.background || self.started.load(Ordering::Acquire) {
             return;
         }
+        self.start_worker();
+    }
+
+    /// [`ensure_running`](Self::ensure_running), also when a worker was
+    /// started but in another process (this is a `fork()`ed child, where
+    /// it does not exist): for attach, writes and close, which need the
+    /// worker and are rare enough to pay for the check (a system call).
+    pub(crate) fn ensure_running_here(self: &Arc<Self>) {
+        if !self.background {
+            return;
+        }
+        let moved = {
+            let mut st = self.state();
+            let moved = st.running && !st.owner.is_some_and(Owner::is_here);
+            if moved {
+                st.running = false;
+                st.owner = None;
+                st.thread = None;
+            }
+            moved
+        };
+        if moved {
+            self.started.store(false, Ordering::Release);
+            // The child's storage copy needs its own subscription, if any.
+            self.subscription.store(UNSUBSCRIBED, Ordering::Release);
+        }
+        self.ensure_running();
+        if moved {
+            background::forked();
+        }
+    }
+
+    fn start_worker(self: &Arc<Self>) {
         self.ensure_subscribed();
         let mut st = self.state();
         if st.running {
@@ -377,10 +529,12 @@ impl Lane {
         match self.backend {
             Backend::Blocking(_) => {
                 let weak = Arc::downgrade(self);
-                let spawned = std::thread::Builder::new()
-                    .name("interlock-coordinator".into())
-                    .spawn(move || run_blocking(&weak));
-                st.running = spawned.is_ok();
+                if let Ok(handle) =
+                    background::spawn("interlock-coordinator", move || run_blocking(&weak))
+                {
+                    st.running = true;
+                    st.thread = Some(handle.thread().id());
+                }
             }
             Backend::Async(_) =>
             {
@@ -392,20 +546,31 @@ impl Lane {
                 }
             }
         }
+        if st.running {
+            st.owner = Some(Owner::current());
+        }
         self.started.store(st.running, Ordering::Release);
     }
 
-    pub(crate) fn push(&self, item: Item) {
+    pub(crate) fn push(self: &Arc<Self>, item: Item) {
+        self.ensure_running_here();
         self.state().queue.push_back(item);
         self.wake();
     }
 
-    /// Queues a detach marker and waits until the lane has run it (or runs
-    /// the queue here when there is no background worker).
+    /// Queues a detach marker and waits until the lane has run it, or runs
+    /// the queue here: when there is no background worker, and when this
+    /// is the worker's own thread (a listener closing a breaker from a
+    /// poll or a write: waiting would wait for itself, and stall every
+    /// breaker of the lane).
     pub(crate) fn detach_blocking(self: &Arc<Self>, breaker: Weak<Inner>) {
         let ack = Arc::new(Ack::default());
         self.push(Item::Detach(breaker, ack.clone()));
-        if self.background && self.state().running {
+        let wait = {
+            let st = self.state();
+            self.background && st.running && st.thread != Some(std::thread::current().id())
+        };
+        if wait {
             ack.wait();
         } else {
             self.run_queue_blocking();
@@ -427,7 +592,7 @@ impl Lane {
         self.state().queue.pop_front()
     }
 
-    fn members(&self) -> Vec<Arc<Inner>> {
+    pub(crate) fn members(&self) -> Vec<Arc<Inner>> {
         let mut st = self.state();
         st.members.retain(|m| m.strong_count() > 0);
         st.members.iter().filter_map(Weak::upgrade).collect()
@@ -460,6 +625,7 @@ impl Lane {
 
     /// Runs what notices asked for, on a blocking lane.
     pub(crate) fn run_refreshes_blocking(&self) {
+        self.report_unavailable();
         match self.take_refreshes() {
             None => self.poll_blocking(),
             Some(breakers) => {
@@ -472,6 +638,7 @@ impl Lane {
 
     /// Runs what notices asked for, on an async lane.
     pub(crate) async fn run_refreshes_async(&self) {
+        self.report_unavailable();
         match self.take_refreshes() {
             None => self.poll_async().await,
             Some(breakers) => {
@@ -521,18 +688,21 @@ impl Lane {
         let Backend::Blocking(storage) = &self.backend else {
             return;
         };
-        if !self.settings.batched_polling() {
-            for breaker in members {
+        if self.settings.batched_polling() {
+            let batch = Batch::plan(&members, &self.settings);
+            if !batch.requests.is_empty() {
+                let answers = guarded(|| storage.poll_many(&batch.requests));
+                batch.settle(answers);
+            }
+        } else {
+            for breaker in &members {
                 breaker.poll_blocking(self);
             }
-            return;
         }
-        let batch = Batch::plan(&members, &self.settings);
-        if batch.requests.is_empty() {
-            return;
+        // R17.10: a shared round whose probes never report is restarted.
+        for breaker in &members {
+            breaker.restart_if_stalled_blocking(self);
         }
-        let answers = guarded(|| storage.poll_many(&batch.requests));
-        batch.settle(answers);
     }
 
     /// The async mirror of [`poll_blocking`](Self::poll_blocking).
@@ -541,24 +711,27 @@ impl Lane {
         let Backend::Async(storage) = &self.backend else {
             return;
         };
-        if !self.settings.batched_polling() {
-            for breaker in members {
+        if self.settings.batched_polling() {
+            let batch = Batch::plan(&members, &self.settings);
+            if !batch.requests.is_empty() {
+                let answers = guarded_async(storage.poll_many(&batch.requests)).await;
+                batch.settle(answers);
+            }
+        } else {
+            for breaker in &members {
                 breaker.poll_async(self).await;
             }
-            return;
         }
-        let batch = Batch::plan(&members, &self.settings);
-        if batch.requests.is_empty() {
-            return;
+        for breaker in &members {
+            breaker.restart_if_stalled_async(self).await;
         }
-        let answers = guarded_async(storage.poll_many(&batch.requests)).await;
-        batch.settle(answers);
     }
 }
 
 /// One batched poll: the breakers asked about, when, and what.
 struct Batch<'a> {
-    asked: Vec<(&'a Inner, Timestamp)>,
+    /// Each breaker asked, when, and its cached version then.
+    asked: Vec<(&'a Inner, Timestamp, Option<u64>)>,
     requests: Vec<PollRequest<'a>>,
 }
 
@@ -571,7 +744,7 @@ impl<'a> Batch<'a> {
         for breaker in members {
             let now = breaker.now();
             if let Some(request) = breaker.poll_request(now, settings) {
-                batch.asked.push((breaker, now));
+                batch.asked.push((breaker, now, breaker.shared_version()));
                 batch.requests.push(request);
             }
         }
@@ -593,12 +766,12 @@ impl<'a> Batch<'a> {
         });
         match answers {
             Ok(answers) => {
-                for ((breaker, now), answer) in self.asked.into_iter().zip(answers) {
-                    breaker.settle_answer(answer, now);
+                for ((breaker, now, issued), answer) in self.asked.into_iter().zip(answers) {
+                    breaker.settle_answer(answer, now, issued);
                 }
             }
             Err(error) => {
-                for (breaker, now) in self.asked {
+                for (breaker, now, _) in self.asked {
                     breaker.storage_failed(now, &*error);
                 }
             }
@@ -643,16 +816,59 @@ impl Future for AckFuture {
     }
 }
 
+/// The log line of R17.11, once per coordinator: through `tracing` when
+/// the feature is on, else on standard error.
+#[cold]
+fn log_notices_unavailable(reason: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "interlock",
+        reason,
+        "storage change notices unavailable; the coordinator relies on polling alone"
+    );
+    #[cfg(not(feature = "tracing"))]
+    eprintln!(
+        "interlock: storage change notices unavailable ({reason}); the coordinator relies on \
+         polling alone"
+    );
+}
+
 fn real_now() -> Instant {
     #[allow(clippy::disallowed_methods)] // the lane is scheduled on real time
     Instant::now()
 }
 
+impl background::Revive for Lane {
+    /// A blocking lane whose worker was started in another process starts
+    /// one here (an async lane waits for its next attach, write or close:
+    /// it needs this process's runtime, from a task of it).
+    fn revive(&self) {
+        if !matches!(self.backend, Backend::Blocking(_)) {
+            return;
+        }
+        let Ok(st) = self.state.try_lock() else {
+            return;
+        };
+        let moved = st.running && !st.owner.is_some_and(Owner::is_here);
+        drop(st);
+        if moved {
+            if let Some(me) = self.me.upgrade() {
+                me.ensure_running_here();
+            }
+        }
+    }
+}
+
 /// The blocking lane: wait up to `poll_interval` for a write; run writes as
 /// they come; poll when the interval is up (R17.1). Exits once nothing
 /// holds the lane any more.
+///
+/// `next_poll` is `None` when the interval reaches past any representable
+/// instant (`Duration::MAX`: never poll on a timer, only on notices and
+/// writes). A panic out of one round (storage calls and listeners are
+/// already isolated) is caught, so the lane keeps serving every breaker.
 fn run_blocking(weak: &Weak<Lane>) {
-    let mut next_poll = real_now();
+    let mut next_poll = Some(real_now());
     loop {
         let Some(lane) = weak.upgrade() else { return };
         let interval = lane.settings.poll_interval();
@@ -663,22 +879,26 @@ fn run_blocking(weak: &Weak<Lane>) {
                     break;
                 }
                 let now = real_now();
-                if now >= next_poll {
-                    break;
-                }
-                st = lane
-                    .wake
-                    .wait_timeout(st, next_poll - now)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+                st = match next_poll {
+                    Some(at) if now >= at => break,
+                    Some(at) => {
+                        lane.wake
+                            .wait_timeout(st, at - now)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => lane.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
+                };
             }
         }
-        lane.run_queue_blocking();
-        lane.run_refreshes_blocking();
-        if real_now() >= next_poll {
-            lane.poll_blocking();
-            next_poll = real_now() + interval;
-        }
+        crate::event::isolate(|| {
+            lane.run_queue_blocking();
+            lane.run_refreshes_blocking();
+            if next_poll.is_some_and(|at| real_now() >= at) {
+                lane.poll_blocking();
+                next_poll = real_now().checked_add(interval);
+            }
+        });
         if Arc::strong_count(&lane) == 1 && lane.state().members.is_empty() {
             return;
         }
@@ -687,19 +907,29 @@ fn run_blocking(weak: &Weak<Lane>) {
 
 #[cfg(feature = "tokio")]
 async fn run_async(weak: Weak<Lane>) {
-    let mut next_poll = tokio::time::Instant::now();
+    // `None`: never poll on a timer (see `run_blocking`).
+    let mut next_poll = Some(tokio::time::Instant::now());
     loop {
         let Some(lane) = weak.upgrade() else { return };
         let interval = lane.settings.poll_interval();
-        if !lane.state().has_work() && tokio::time::Instant::now() < next_poll {
-            let _ = tokio::time::timeout_at(next_poll, lane.notify.notified()).await;
+        if !lane.state().has_work() {
+            match next_poll {
+                Some(at) if tokio::time::Instant::now() < at => {
+                    let _ = tokio::time::timeout_at(at, lane.notify.notified()).await;
+                }
+                Some(_) => {}
+                None => lane.notify.notified().await,
+            }
         }
-        lane.run_queue_async().await;
-        lane.run_refreshes_async().await;
-        if tokio::time::Instant::now() >= next_poll {
-            lane.poll_async().await;
-            next_poll = tokio::time::Instant::now() + interval;
-        }
+        isolated(async {
+            lane.run_queue_async().await;
+            lane.run_refreshes_async().await;
+            if next_poll.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                lane.poll_async().await;
+                next_poll = tokio::time::Instant::now().checked_add(interval);
+            }
+        })
+        .await;
         if Arc::strong_count(&lane) == 1 && lane.state().members.is_empty() {
             return;
         }
@@ -757,6 +987,14 @@ impl<M> fmt::Debug for Coordinator<M> {
 }
 
 impl<M> Coordinator<M> {
+    /// The coordinator of an existing lane (a registry's).
+    pub(crate) fn from_lane(lane: Arc<Lane>) -> Self {
+        Coordinator {
+            lane,
+            mode: PhantomData,
+        }
+    }
+
     /// The storage's knobs this coordinator runs with.
     #[must_use]
     pub fn settings(&self) -> &StorageSettings {

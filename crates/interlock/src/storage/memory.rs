@@ -1,5 +1,7 @@
 //! [`MemoryStorage`]: the in-process storage, with its own clock and TTLs.
 
+mod liveness;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Sub;
@@ -49,6 +51,10 @@ pub struct StorageOps {
     pub records: u64,
     /// Calls to `close`.
     pub closes: u64,
+    /// Calls to `restart_stalled_round`.
+    pub restarts: u64,
+    /// Calls to `restore`.
+    pub restores: u64,
     /// Calls to `poll_many`: one per batched poll. The reads and begins a
     /// batch performs are counted in `reads` and `begins` too, and only
     /// there in [`total`](Self::total).
@@ -72,6 +78,8 @@ impl StorageOps {
             .saturating_add(self.leases)
             .saturating_add(self.records)
             .saturating_add(self.closes)
+            .saturating_add(self.restarts)
+            .saturating_add(self.restores)
     }
 }
 
@@ -87,6 +95,8 @@ impl Sub for StorageOps {
             leases: self.leases.saturating_sub(earlier.leases),
             records: self.records.saturating_sub(earlier.records),
             closes: self.closes.saturating_sub(earlier.closes),
+            restarts: self.restarts.saturating_sub(earlier.restarts),
+            restores: self.restores.saturating_sub(earlier.restores),
             batches: self.batches.saturating_sub(earlier.batches),
         }
     }
@@ -101,6 +111,8 @@ pub(crate) struct OpCounters {
     leases: AtomicU64,
     records: AtomicU64,
     closes: AtomicU64,
+    restarts: AtomicU64,
+    restores: AtomicU64,
     batches: AtomicU64,
 }
 
@@ -113,6 +125,8 @@ pub(crate) enum Op {
     Lease,
     Record,
     Close,
+    Restart,
+    Restore,
     Batch,
 }
 
@@ -127,6 +141,8 @@ impl Op {
             Op::Lease => "lease_probe",
             Op::Record => "record_probe",
             Op::Close => "close",
+            Op::Restart => "restart_stalled_round",
+            Op::Restore => "restore",
             Op::Batch => "poll_many",
         }
     }
@@ -141,6 +157,8 @@ impl OpCounters {
             Op::Lease => &self.leases,
             Op::Record => &self.records,
             Op::Close => &self.closes,
+            Op::Restart => &self.restarts,
+            Op::Restore => &self.restores,
             Op::Batch => &self.batches,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -154,6 +172,8 @@ impl OpCounters {
             leases: self.leases.load(Ordering::Relaxed),
             records: self.records.load(Ordering::Relaxed),
             closes: self.closes.load(Ordering::Relaxed),
+            restarts: self.restarts.load(Ordering::Relaxed),
+            restores: self.restores.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
         }
     }
@@ -236,9 +256,10 @@ struct Inner {
 ///
 /// TTL: every applied write and every idempotent trip refresh the key's
 /// expiry to `ttl` from now; a key whose expiry has come reads as absent.
-/// A fenced-out write, a no-op `begin_half_open_if_elapsed`, a denied lease
-/// and a dropped record leave the expiry alone, so a probe slot leaked by an
-/// interrupted probe is bounded by the TTL of the last applied write.
+/// A fenced-out write, a no-op `begin_half_open_if_elapsed`, a denied lease,
+/// a dropped record and a fenced-out restart or restore leave the expiry
+/// alone. (A probe slot leaked by an interrupted probe no longer waits for
+/// the expiry: a coordinator restarts the stalled round, R16.13.)
 ///
 /// ```
 /// use interlock::storage::MemoryStorage;
@@ -437,7 +458,7 @@ impl MemoryStorage {
         let open = SharedState {
             state: State::Open,
             opened_at: now,
-            version: current.version.saturating_add(1),
+            version: SharedState::next_version(current.version),
             ..SharedState::closed()
         };
         keys.write(name, open, now, ttl);
@@ -489,14 +510,23 @@ impl MemoryStorage {
         permitted: u32,
         ttl: Duration,
     ) -> (SharedState, bool) {
-        let current = keys.current(name, now);
+        let mut current = keys.current(name, now);
+        // R16.3a: an OPEN that began in the future would never elapse.
+        let future = current.state == State::Open && current.opened_at > now;
+        if future {
+            current.opened_at = now;
+        }
         if current.state != State::Open || now.saturating_duration_since(current.opened_at) < wait {
-            return (current, false);
+            if future {
+                current.version = SharedState::next_version(current.version);
+                keys.write(name, current, now, ttl);
+            }
+            return (current, future);
         }
         let half_open = SharedState {
             state: State::HalfOpen,
             opened_at: current.opened_at,
-            version: current.version.saturating_add(1),
+            version: SharedState::next_version(current.version),
             probes_permitted: permitted,
             probes_remaining: permitted,
             ..SharedState::closed()
@@ -531,7 +561,7 @@ impl MemoryStorage {
             };
         }
         let leased = SharedState {
-            version: current.version.saturating_add(1),
+            version: SharedState::next_version(current.version),
             probes_remaining: current.probes_remaining - 1,
             ..current
         };
@@ -571,7 +601,7 @@ impl MemoryStorage {
             return current;
         }
         let tallied = SharedState {
-            version: current.version.saturating_add(1),
+            version: SharedState::next_version(current.version),
             probes_completed: current.probes_completed.saturating_add(1),
             probe_failures: current
                 .probe_failures
@@ -610,7 +640,7 @@ impl MemoryStorage {
             return current;
         }
         let closed = SharedState {
-            version: current.version.saturating_add(1),
+            version: SharedState::next_version(current.version),
             ..SharedState::closed()
         };
         keys.write(name, closed, now, ttl);
@@ -869,6 +899,38 @@ impl Storage for MemoryStorage {
         Ok(MemoryStorage::close(self, name, ttl, expected_version))
     }
 
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::restart_stalled_round(
+            self,
+            name,
+            expected_version,
+            permitted,
+            ttl,
+        ))
+    }
+
+    fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::restore(
+            self,
+            name,
+            expected_version,
+            state,
+            ttl,
+        ))
+    }
+
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         Ok(MemoryStorage::poll_many(self, requests)
             .into_iter()
@@ -931,6 +993,38 @@ impl AsyncStorage for MemoryStorage {
         expected_version: Option<u64>,
     ) -> Result<SharedState, StorageError> {
         Ok(MemoryStorage::close(self, name, ttl, expected_version))
+    }
+
+    async fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::restart_stalled_round(
+            self,
+            name,
+            expected_version,
+            permitted,
+            ttl,
+        ))
+    }
+
+    async fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        Ok(MemoryStorage::restore(
+            self,
+            name,
+            expected_version,
+            state,
+            ttl,
+        ))
     }
 
     async fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
@@ -1123,6 +1217,8 @@ mod tests {
             leases: 1,
             records: 1,
             closes: 1,
+            restarts: 0,
+            restores: 0,
             batches: 0,
         };
         assert_eq!(s.operations(), one_each);

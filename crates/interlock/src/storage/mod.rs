@@ -2,10 +2,13 @@
 //! and the coordinator that keeps breakers in step with it.
 //!
 //! A storage holds one record per breaker name, [`SharedState`], and changes
-//! it only through the six *intent* operations of [`Storage`] (blocking) or
-//! [`AsyncStorage`]: each is atomic, writes are fenced by version where a
+//! it only through the eight *intent* operations of [`Storage`] (blocking)
+//! or [`AsyncStorage`]: each is atomic, writes are fenced by version where a
 //! stale decision could overwrite a newer one, every applied write refreshes
-//! a TTL, and elapsed checks use the storage's own clock (R16).
+//! a TTL, and elapsed checks use the storage's own clock (R16). Two of them
+//! exist for liveness (issue 21): [`Storage::restart_stalled_round`] ends a
+//! HALF_OPEN round whose probes will never report, and [`Storage::restore`]
+//! repairs a record whose history went backwards.
 //!
 //! The local machine keeps owning the window and trip detection; the storage
 //! owns the shared OPEN / HALF_OPEN state and the fleet-wide probe budget.
@@ -16,6 +19,7 @@ pub mod contract;
 pub(crate) mod coordinator;
 mod memory;
 mod notice;
+mod operator;
 mod poll;
 mod settings;
 #[cfg(feature = "testing")]
@@ -74,6 +78,14 @@ pub struct SharedState {
 }
 
 impl SharedState {
+    /// The largest version a storage may hold (2^50, about 10^15: a
+    /// thousand applied writes a second for 35,000 years). A storage never
+    /// bumps a version past it, a coordinated breaker refuses a view above
+    /// it as corrupt (it degrades instead of adopting it), and
+    /// `interlock-redis` refuses a hash that holds one: a version near the
+    /// end of its range would stop fencing (R16.7).
+    pub const MAX_VERSION: u64 = 1 << 50;
+
     /// The state of a breaker nobody has written yet: CLOSED at version 0.
     #[must_use]
     pub const fn closed() -> Self {
@@ -95,6 +107,47 @@ impl SharedState {
         self.state == State::HalfOpen
             && self.probes_permitted > 0
             && self.probes_completed >= self.probes_permitted
+    }
+}
+
+impl SharedState {
+    /// Whether this is a HALF_OPEN view whose round has no probe slot left
+    /// to lease: every slot is held by a probe in flight, or its outcome is
+    /// in (R16.4). Such a round moves on only through outcomes; if none
+    /// comes (a lost outcome write, a lease the storage ran after its caller
+    /// gave up on it) it is *stalled* and
+    /// [`Storage::restart_stalled_round`] ends it (R16.13).
+    ///
+    /// ```
+    /// use interlock::storage::SharedState;
+    /// use interlock::State;
+    ///
+    /// let spent = SharedState { state: State::HalfOpen, probes_permitted: 2, ..SharedState::closed() };
+    /// assert!(spent.no_slot_left());
+    /// assert!(!SharedState { probes_remaining: 1, ..spent }.no_slot_left());
+    /// assert!(!SharedState::closed().no_slot_left());
+    /// ```
+    #[must_use]
+    pub fn no_slot_left(&self) -> bool {
+        self.state == State::HalfOpen && self.probes_remaining == 0
+    }
+
+    /// The next version after `version`: one more, but never past
+    /// [`MAX_VERSION`](Self::MAX_VERSION).
+    ///
+    /// ```
+    /// use interlock::storage::SharedState;
+    ///
+    /// assert_eq!(SharedState::next_version(6), 7);
+    /// assert_eq!(SharedState::next_version(u64::MAX), SharedState::MAX_VERSION);
+    /// ```
+    #[must_use]
+    pub const fn next_version(version: u64) -> u64 {
+        if version < Self::MAX_VERSION {
+            version + 1
+        } else {
+            Self::MAX_VERSION
+        }
     }
 }
 
@@ -168,6 +221,12 @@ pub trait Storage: Send + Sync + 'static {
     /// Moves an OPEN breaker whose `wait` has elapsed on the storage's clock
     /// to HALF_OPEN with `permitted` probes (R16.3); otherwise no change.
     ///
+    /// An OPEN whose `opened_at` lies in the storage's future (a foreign
+    /// writer, a server clock stepped back) would never elapse: this call
+    /// clamps it to the storage's now (an applied write: version + 1, TTL
+    /// refreshed), so such an OPEN lasts at most `wait` after the first
+    /// poll that finds it (R16.3a).
+    ///
     /// # Errors
     ///
     /// Only when the backend cannot answer.
@@ -212,6 +271,58 @@ pub trait Storage: Send + Sync + 'static {
         expected_version: Option<u64>,
     ) -> Result<SharedState, StorageError>;
 
+    /// Ends a stalled HALF_OPEN round (R16.13): if the record is still at
+    /// `expected_version` (absent = 0), HALF_OPEN, and has no probe slot
+    /// left ([`SharedState::no_slot_left`]), starts a fresh round of
+    /// `permitted` probes (version + 1, tallies cleared, `opened_at` kept)
+    /// and refreshes the TTL; otherwise writes nothing, not even the TTL,
+    /// and returns the current state.
+    ///
+    /// The version is the proof of "no progress": every lease and every
+    /// tallied outcome bumps it, so a coordinator that has seen the same
+    /// version for its whole stall bound knows the round's slots are held
+    /// by probes that will never report (a lost outcome write, a lease run
+    /// after its caller timed out), and a round that moved in between is
+    /// left alone. Outcomes of the ended round that arrive later are
+    /// tallied in the new one (there is no round identity in the record).
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError>;
+
+    /// Writes `state` over the record if it is still at `expected_version`
+    /// (absent = 0), fenced like [`close`](Self::close) (R16.14): the
+    /// written record is `state` with its version lifted to
+    /// `max(expected_version, state.version) + 1` and an `opened_at` no
+    /// later than the storage's clock (CLOSED: zero), so a record never
+    /// claims an OPEN that began in the future; the TTL is refreshed.
+    /// Otherwise nothing is written and the current state is returned.
+    ///
+    /// This is how a coordinator repairs a storage whose history went
+    /// backwards (a restart from an old dump, a lagging replica, an empty
+    /// restart): it writes back the newest state it knows, at a version
+    /// above every one it has seen, so no instance takes the repaired
+    /// record for an old one. To open "now", pass an `opened_at` in the far
+    /// future (`Timestamp::from_nanos(u64::MAX)`): it is clamped to now.
+    ///
+    /// # Errors
+    ///
+    /// Only when the backend cannot answer.
+    fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError>;
+
     /// Answers one poll request: [`read`](Self::read) (absent = CLOSED) or
     /// [`begin_half_open_if_elapsed`](Self::begin_half_open_if_elapsed).
     ///
@@ -254,6 +365,11 @@ pub trait Storage: Send + Sync + 'static {
     /// re-established), retries a dropped subscription with its own
     /// backoff, and ends it once [`NoticeSink::deliver`] returns `false`.
     /// Notices are at-most-once: polling reconciles any that are lost.
+    ///
+    /// A storage that cannot publish or subscribe for good reason (the
+    /// server's ACLs) delivers [`Notice::Unavailable`] once; it may keep
+    /// the sink for that even when it returns `false` (it publishes for
+    /// others but cannot push to this coordinator).
     ///
     /// `deliver` only queues work for the coordinator's lane, so a storage
     /// may call it from any thread, even from inside one of its own
@@ -315,6 +431,24 @@ pub trait AsyncStorage: Send + Sync + 'static {
         name: &str,
         ttl: Duration,
         expected_version: Option<u64>,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::restart_stalled_round`].
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
+
+    /// See [`Storage::restore`].
+    fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
     ) -> impl Future<Output = Result<SharedState, StorageError>> + Send;
 
     /// See [`Storage::poll_one`].

@@ -15,9 +15,34 @@ pub enum Notice<'a> {
         /// The version after the write.
         version: u64,
     },
+    /// A write to `name` was applied and left its record as `state` (its
+    /// version included): the coordinator adopts `state` at once, as it
+    /// would a read's answer, with no storage call (a storage whose notices
+    /// carry the whole record sends this rather than
+    /// [`Changed`](Self::Changed)). The adoption runs on the delivering
+    /// thread (it takes the breaker's lock briefly, and its listeners run
+    /// there), so a storage delivers it outside its own operations, as a
+    /// subscriber thread does.
+    Written {
+        /// The breaker's name.
+        name: &'a str,
+        /// The record after the write.
+        state: super::SharedState,
+    },
     /// Notices may have been lost (the subscription was just established or
     /// re-established): the coordinator polls every breaker now.
     Resync,
+    /// The storage cannot send or receive change notices, for a reason
+    /// that retrying will not fix soon (the server refuses `PUBLISH` or
+    /// `SUBSCRIBE` to this user, say). Writes are not affected: a failed
+    /// publish never fails the write it belongs to. The coordinator relies
+    /// on polling alone and says so once (an
+    /// [`Event::StorageNoticesUnavailable`](crate::Event::StorageNoticesUnavailable)
+    /// to each of its breakers, and a log line).
+    Unavailable {
+        /// What the storage was told, for the event and the log.
+        reason: &'a str,
+    },
 }
 
 /// The handler behind a [`NoticeSink`].

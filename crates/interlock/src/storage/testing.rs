@@ -356,6 +356,29 @@ impl<S: Storage> Storage for FlakyStorage<S> {
         self.inner.close(name, ttl, expected_version)
     }
 
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.gate(Op::Restart, name)?;
+        self.inner
+            .restart_stalled_round(name, expected_version, permitted, ttl)
+    }
+
+    fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.gate(Op::Restore, name)?;
+        self.inner.restore(name, expected_version, state, ttl)
+    }
+
     fn settings(&self) -> StorageSettings {
         self.inner.settings()
     }
@@ -413,6 +436,30 @@ impl<S: AsyncStorage> AsyncStorage for FlakyStorage<S> {
     ) -> Result<SharedState, StorageError> {
         self.gate(Op::Close, name)?;
         self.inner.close(name, ttl, expected_version).await
+    }
+
+    async fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected_version: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.gate(Op::Restart, name)?;
+        self.inner
+            .restart_stalled_round(name, expected_version, permitted, ttl)
+            .await
+    }
+
+    async fn restore(
+        &self,
+        name: &str,
+        expected_version: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.gate(Op::Restore, name)?;
+        self.inner.restore(name, expected_version, state, ttl).await
     }
 
     fn settings(&self) -> StorageSettings {

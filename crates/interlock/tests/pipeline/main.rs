@@ -390,9 +390,9 @@ fn retry_caps_attempts_follows_the_backoff_and_returns_the_original_error() {
     assert_eq!(
         *log.lock().unwrap(),
         [
-            "r: retry attempt 2 in 0.100s",
-            "r: retry attempt 3 in 0.200s",
-            "r: retry attempt 4 in 0.400s"
+            "r: attempt 1 failed, retrying in 0.100s",
+            "r: attempt 2 failed, retrying in 0.200s",
+            "r: attempt 3 failed, retrying in 0.400s"
         ]
     );
 
@@ -446,7 +446,7 @@ fn retry_unless_open_never_retries_a_rejection() {
 }
 
 #[test]
-fn retry_wait_for_probe_waits_exactly_retry_after() {
+fn retry_wait_for_probe_waits_exactly_retry_after_without_jitter() {
     let clock = ManualClock::new();
     let breaker = breaker(&clock, 1);
     let sleeper = ManualSleeper::new(clock.clone());
@@ -455,6 +455,7 @@ fn retry_wait_for_probe_waits_exactly_retry_after() {
             Retry::builder(3)
                 .backoff(Constant::new(Duration::from_millis(50)))
                 .wait_for_probe()
+                .probe_jitter(Duration::ZERO)
                 .sleeper(sleeper.clone())
                 .build()
                 .unwrap(),
@@ -571,10 +572,10 @@ fn the_full_stack_reports_its_events_in_order() {
         *log.lock().unwrap(),
         [
             "dep: recorded failure (0.000s)",
-            "retry: retry attempt 2 in 1.000s",
+            "retry: attempt 1 failed, retrying in 1.000s",
             "dep: recorded failure (0.000s)",
             "dep: state closed -> open",
-            "retry: retry attempt 3 in 1.000s",
+            "retry: attempt 2 failed, retrying in 1.000s",
             "dep: call rejected (open)",
             "fb: fallback used for: circuit 'dep' is open; retry in ~59.000s",
         ]
@@ -707,7 +708,7 @@ fn std_sleeper_times_out_a_hung_future_on_real_time() {
 mod with_backon {
     use super::*;
     use backon::{BlockingRetryable, ConstantBuilder, Retryable};
-    use interlock::pipeline::backon::{is_open, unless_open, wait_probe};
+    use interlock::pipeline::backon::{is_open, unless_open, wait_probe, wait_probe_with};
 
     #[test]
     fn unless_open_stops_at_the_first_rejection() {
@@ -750,7 +751,7 @@ mod with_backon {
                 .with_max_times(2),
         )
         .when(is_open)
-        .adjust(wait_probe)
+        .adjust(wait_probe_with(Duration::ZERO, 1))
         .await;
         assert_eq!(result.unwrap(), "ok");
         assert_eq!(start.elapsed(), Duration::from_secs(10));

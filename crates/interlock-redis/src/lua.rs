@@ -1,0 +1,276 @@
+//! The Lua source of the nine scripts: a prelude every script starts with
+//! (the strict loader, the clock, `save` and `reply`), then one body per
+//! operation. Their arguments and replies are described in `scripts.rs`,
+//! which loads and calls them.
+//!
+//! Every write goes through the prelude's `save`, so a change every write
+//! must make (an epoch counter bumped by each applied write, say) is made
+//! in one place.
+
+pub(crate) const PRELUDE: &str = r"
+local MAX_EXACT = 9007199254740991
+local MAX_VERSION = 1125899906842624
+local MAX_U32 = 4294967295
+-- Why this script's change notice could not be published ('' if it was).
+local notice_error = ''
+
+local function fail(what)
+  error('interlock: ' .. what .. ' (corrupt or foreign breaker hash)', 0)
+end
+
+local function int(field, raw, max)
+  if type(raw) ~= 'string' or #raw == 0 or #raw > 16 or not string.match(raw, '^%d+$') then
+    fail('field ' .. field .. ' is missing or not a decimal integer')
+  end
+  local n = tonumber(raw)
+  if n > max then
+    fail('field ' .. field .. ' is out of range')
+  end
+  return n
+end
+
+local function load(key)
+  local raw = redis.call('HMGET', key, 'state', 'opened_at', 'version', 'probes_permitted',
+    'probes_remaining', 'probes_completed', 'probe_failures', 'probe_slows', 'v')
+  local s = { state = 'closed', opened_at = 0, version = 0, permitted = 0, remaining = 0,
+    completed = 0, failures = 0, slows = 0, exists = false }
+  local any = false
+  for i = 1, 9 do
+    if raw[i] then any = true end
+  end
+  if not any then
+    if redis.call('EXISTS', key) == 1 then
+      fail('the hash has none of the breaker fields')
+    end
+    return s
+  end
+  if raw[9] and raw[9] ~= '1' then
+    fail('unknown schema marker v')
+  end
+  local state = raw[1]
+  if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then
+    fail('field state is missing or unknown')
+  end
+  s.state = state
+  s.opened_at = int('opened_at', raw[2], MAX_EXACT)
+  s.version = int('version', raw[3], MAX_VERSION)
+  s.permitted = int('probes_permitted', raw[4], MAX_U32)
+  s.remaining = int('probes_remaining', raw[5], MAX_U32)
+  s.completed = int('probes_completed', raw[6], MAX_U32)
+  s.failures = int('probe_failures', raw[7], MAX_U32)
+  s.slows = int('probe_slows', raw[8], MAX_U32)
+  s.exists = true
+  return s
+end
+
+local clock
+local function now_us()
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock
+end
+
+local function bump(version)
+  if version < MAX_VERSION then return version + 1 end
+  return MAX_VERSION
+end
+
+local function add32(a, b)
+  local n = a + b
+  if n > MAX_U32 then return MAX_U32 end
+  return n
+end
+
+local function fenced_out(s, expected)
+  return expected ~= '' and tonumber(expected) ~= s.version
+end
+
+local function digits(n)
+  return string.format('%.0f', n)
+end
+
+-- An applied change: rewrite the hash, refresh its lifetime and, unless
+-- the channel is '', publish '<version> <key>' in the same script. The
+-- publish cannot fail the write: a refusal (ACLs without channel rights)
+-- is kept for the reply.
+local function save(key, s, ttl_ms, channel)
+  redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
+    'version', digits(s.version), 'probes_permitted', digits(s.permitted),
+    'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
+    'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
+  redis.call('PEXPIRE', key, ttl_ms)
+  if channel ~= '' then
+    -- '<version> <key>', then the record after a newline (a key never
+    -- holds a control character): 'state opened_at permitted remaining
+    -- completed failures slows'.
+    local record = s.state .. ' ' .. digits(s.opened_at) .. ' ' .. digits(s.permitted) .. ' '
+      .. digits(s.remaining) .. ' ' .. digits(s.completed) .. ' ' .. digits(s.failures) .. ' '
+      .. digits(s.slows)
+    local r = redis.pcall('PUBLISH', channel, digits(s.version) .. ' ' .. key .. '\n' .. record)
+    if type(r) == 'table' and r.err then
+      notice_error = tostring(r.err)
+    end
+  end
+end
+
+local function reply(code, s)
+  return { code, s.state, s.opened_at, s.version, s.permitted, s.remaining, s.completed,
+    s.failures, s.slows, notice_error }
+end
+
+local function fresh(state, opened_at, version)
+  return { state = state, opened_at = opened_at, version = version, permitted = 0,
+    remaining = 0, completed = 0, failures = 0, slows = 0 }
+end
+
+local function read(key)
+  local s = load(key)
+  if s.exists then return reply(1, s) end
+  return reply(0, s)
+end
+
+local function begin(key, wait_us, permitted, ttl_ms, channel)
+  local s = load(key)
+  if s.state ~= 'open' then return reply(0, s) end
+  local now = now_us()
+  -- An OPEN that began in the future (a foreign writer, a clock stepped
+  -- back) would never elapse: clamp it to now, as an applied change.
+  local future = s.opened_at > now
+  if future then s.opened_at = now end
+  if now - s.opened_at < tonumber(wait_us) then
+    if not future then return reply(0, s) end
+    s.version = bump(s.version)
+    save(key, s, ttl_ms, channel)
+    return reply(1, s)
+  end
+  local half = fresh('half_open', s.opened_at, bump(s.version))
+  half.permitted = tonumber(permitted)
+  half.remaining = half.permitted
+  save(key, half, ttl_ms, channel)
+  return reply(1, half)
+end
+";
+
+/// `read`: no arguments.
+pub(crate) const READ: &str = r"
+return read(KEYS[1])
+";
+
+/// `trip_open`: ARGV = channel, ttl_ms, expected version or ''.
+pub(crate) const TRIP: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if fenced_out(s, ARGV[3]) then return reply(0, s) end
+if s.state == 'open' then
+  redis.call('PEXPIRE', key, ARGV[2])
+  return reply(0, s)
+end
+local open = fresh('open', now_us(), bump(s.version))
+save(key, open, ARGV[2], ARGV[1])
+return reply(1, open)
+";
+
+/// `begin_half_open_if_elapsed`: ARGV = channel, wait_us, permitted, ttl_ms.
+pub(crate) const BEGIN: &str = r"
+return begin(KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[1])
+";
+
+/// `lease_probe`: ARGV = channel, ttl_ms.
+pub(crate) const LEASE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if s.state ~= 'half_open' or s.remaining < 1 then return reply(0, s) end
+s.remaining = s.remaining - 1
+s.version = bump(s.version)
+save(key, s, ARGV[2], ARGV[1])
+return reply(1, s)
+";
+
+/// `record_probe`: ARGV = channel, failure (0/1), slow (0/1), ttl_ms.
+pub(crate) const RECORD: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if s.state ~= 'half_open' then return reply(0, s) end
+s.completed = add32(s.completed, 1)
+s.failures = add32(s.failures, tonumber(ARGV[2]))
+s.slows = add32(s.slows, tonumber(ARGV[3]))
+s.version = bump(s.version)
+save(key, s, ARGV[4], ARGV[1])
+return reply(1, s)
+";
+
+/// `close`: ARGV = channel, ttl_ms, expected version or ''.
+pub(crate) const CLOSE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if fenced_out(s, ARGV[3]) then return reply(0, s) end
+local closed = fresh('closed', 0, bump(s.version))
+save(key, closed, ARGV[2], ARGV[1])
+return reply(1, closed)
+";
+
+/// `restart_stalled_round`: ARGV = channel, expected version, permitted,
+/// ttl_ms.
+pub(crate) const RESTART: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if tonumber(ARGV[2]) ~= s.version or s.state ~= 'half_open' or s.remaining > 0 then
+  return reply(0, s)
+end
+local round = fresh('half_open', s.opened_at, bump(s.version))
+round.permitted = tonumber(ARGV[3])
+round.remaining = round.permitted
+save(key, round, ARGV[4], ARGV[1])
+return reply(1, round)
+";
+
+/// `restore`: ARGV = channel, expected version, ttl_ms, then the state to
+/// write: state, opened_at_us, version, permitted, remaining, completed,
+/// failures, slows.
+pub(crate) const RESTORE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if tonumber(ARGV[2]) ~= s.version then return reply(0, s) end
+local base = tonumber(ARGV[6])
+if base < s.version then base = s.version end
+local r = fresh(ARGV[4], 0, bump(base))
+if r.state ~= 'closed' then
+  r.opened_at = tonumber(ARGV[5])
+  if r.opened_at > now_us() then r.opened_at = now_us() end
+end
+r.permitted = tonumber(ARGV[7])
+r.remaining = tonumber(ARGV[8])
+r.completed = tonumber(ARGV[9])
+r.failures = tonumber(ARGV[10])
+r.slows = tonumber(ARGV[11])
+save(key, r, ARGV[3], ARGV[1])
+return reply(1, r)
+";
+
+/// `poll`: a whole batched poll. KEYS = the breakers' hashes; ARGV[1] =
+/// channel; then three values per key: wait_us ('' for a read), permitted,
+/// ttl_ms. Replies with one item per key: the ten values of `read` or
+/// `begin`, or `{'err', message}` when that key alone failed (a corrupt
+/// hash, `WRONGTYPE`), so one bad key never fails the others.
+pub(crate) const POLL: &str = r"
+local channel = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local at = 3 * i - 1
+  local ok, r = pcall(function()
+    local wait = ARGV[at]
+    if wait == '' then return read(key) end
+    return begin(key, wait, ARGV[at + 1], ARGV[at + 2], channel)
+  end)
+  if ok then
+    out[i] = r
+  else
+    if type(r) == 'table' then r = r.err or r.message end
+    out[i] = { 'err', tostring(r) }
+  end
+end
+return out
+";
