@@ -16,6 +16,20 @@
 //! The expiry is `state_ttl` in whole milliseconds, rounded down as the
 //! original's `int(ttl * 1000)` does (at least 1). Nothing is published.
 //!
+//! The two operations the original lacks (issue 21) write only what its
+//! own scripts write, so its instances read the result as any other state:
+//!
+//! | operation | applied when | fields written | `PEXPIRE` |
+//! |---|---|---|---|
+//! | `restart_stalled_round` | `version` = expected, HALF_OPEN, `probes_remaining` = 0 | those of a begin: `state`, `version`, the five probe counters | when applied |
+//! | `restore` | `version` = expected | all eight (the version lifted above both) and `v` = 1, as a trip or close | when applied |
+//!
+//! And where the original would keep an OPEN whose `opened_at` lies in the
+//! server's future forever (a clock stepped back, a foreign writer), a begin
+//! clamps it to now (`opened_at` and `version` written). Versions stop at
+//! [`SharedState::MAX_VERSION`](interlock::storage::SharedState::MAX_VERSION)
+//! (2^50), and a hash above it is refused, as in interlock's own layout.
+//!
 //! Replies have the shape of interlock's own scripts (a code, then the
 //! eight fields), so [`crate::scripts::parse`] reads both. Reading is
 //! stricter than the original: a hash with no `state` (which the original
@@ -31,13 +45,14 @@ use std::time::Duration;
 use interlock::storage::PollRequest;
 use redis::{Script, ScriptInvocation};
 
-use crate::scripts::{Op, wait_us};
+use crate::scripts::{MAX_VERSION, Op, opened_at_us, wait_us};
 
 /// The longest TTL written (about 31 years), as interlock's own scripts.
 const MAX_TTL_MS: u64 = 1_000_000_000_000;
 
 const PRELUDE: &str = r"
 local MAX_EXACT = 9007199254740991
+local MAX_VERSION = 1125899906842624
 local MAX_U32 = 4294967295
 
 local function fail(what)
@@ -77,7 +92,7 @@ local function load(key)
   end
   s.state = state
   s.opened_at = int('opened_at', raw[2], MAX_EXACT)
-  s.version = int('version', raw[3], MAX_EXACT)
+  s.version = int('version', raw[3], MAX_VERSION)
   s.permitted = int('probes_permitted', raw[4], MAX_U32)
   s.remaining = int('probes_remaining', raw[5], MAX_U32)
   s.completed = int('probes_completed', raw[6], MAX_U32)
@@ -97,8 +112,8 @@ local function now_us()
 end
 
 local function bump(version)
-  if version < MAX_EXACT then return version + 1 end
-  return version
+  if version < MAX_VERSION then return version + 1 end
+  return MAX_VERSION
 end
 
 local function add32(a, b)
@@ -116,16 +131,34 @@ local function fenced_out(s, expected)
   return expected ~= '' and tonumber(expected) ~= s.version
 end
 
+-- The reply of interlock's own scripts; nothing is published, so the
+-- last value (why a notice could not be) is always ''.
 local function reply(code, s)
   return { code, s.state, s.opened_at, s.version, s.permitted, s.remaining, s.completed,
-    s.failures, s.slows }
+    s.failures, s.slows, '' }
 end
 
--- trip_open and close write every field and the schema marker.
+-- trip_open, close and restore write every field and the schema marker.
 local function rewrite(key, s)
   redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
-    'version', digits(s.version), 'probes_permitted', '0', 'probes_remaining', '0',
-    'probes_completed', '0', 'probe_failures', '0', 'probe_slows', '0', 'v', '1')
+    'version', digits(s.version), 'probes_permitted', digits(s.permitted),
+    'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
+    'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
+end
+
+-- A begin and a restarted round write state, version and the counters, as
+-- the original's begin does (`opened_at` is kept).
+local function new_round(key, s, permitted)
+  s.state = 'half_open'
+  s.version = bump(s.version)
+  s.permitted = tonumber(permitted)
+  s.remaining = s.permitted
+  s.completed = 0
+  s.failures = 0
+  s.slows = 0
+  redis.call('HSET', key, 'state', 'half_open', 'version', digits(s.version),
+    'probes_permitted', digits(s.permitted), 'probes_remaining', digits(s.remaining),
+    'probes_completed', '0', 'probe_failures', '0', 'probe_slows', '0')
 end
 
 local function fresh(state, opened_at, version)
@@ -139,22 +172,25 @@ local function read(key)
   return reply(0, s)
 end
 
--- The original refreshes the key's lifetime whether or not the round begins.
+-- The original refreshes the key's lifetime whether or not the round
+-- begins. An OPEN that began in the server's future (a clock stepped back,
+-- a foreign writer) would never elapse: it is clamped to now, an applied
+-- change the original does not make but reads as any other OPEN.
 local function begin(key, wait_us, permitted, ttl_ms)
   local s = load(key)
   local code = 0
-  if s.state == 'open' and now_us() - s.opened_at >= tonumber(wait_us) then
-    s.state = 'half_open'
-    s.version = bump(s.version)
-    s.permitted = tonumber(permitted)
-    s.remaining = s.permitted
-    s.completed = 0
-    s.failures = 0
-    s.slows = 0
-    redis.call('HSET', key, 'state', 'half_open', 'version', digits(s.version),
-      'probes_permitted', digits(s.permitted), 'probes_remaining', digits(s.remaining),
-      'probes_completed', '0', 'probe_failures', '0', 'probe_slows', '0')
-    code = 1
+  if s.state == 'open' then
+    local now = now_us()
+    if s.opened_at > now then
+      s.opened_at = now
+      s.version = bump(s.version)
+      redis.call('HSET', key, 'opened_at', digits(now), 'version', digits(s.version))
+      code = 1
+    end
+    if now - s.opened_at >= tonumber(wait_us) then
+      new_round(key, s, permitted)
+      code = 1
+    end
   end
   redis.call('PEXPIRE', key, ttl_ms)
   return reply(code, s)
@@ -229,6 +265,46 @@ redis.call('PEXPIRE', key, ARGV[1])
 return reply(1, s)
 ";
 
+/// `restart_stalled_round`: ARGV = expected version, permitted, ttl_ms.
+/// Fenced like `close`, and only over a HALF_OPEN round with no slot left;
+/// it writes what the original's begin writes, so the Python instances see
+/// a fresh round of the same OPEN period.
+const RESTART: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if tonumber(ARGV[1]) ~= s.version or s.state ~= 'half_open' or s.remaining > 0 then
+  return reply(0, s)
+end
+new_round(key, s, ARGV[2])
+redis.call('PEXPIRE', key, ARGV[3])
+return reply(1, s)
+";
+
+/// `restore`: ARGV = expected version, ttl_ms, then the state to write:
+/// state, opened_at_us, version, permitted, remaining, completed, failures,
+/// slows. Fenced like `close`; writes every field and the marker, as the
+/// original's trip and close do.
+const RESTORE: &str = r"
+local key = KEYS[1]
+local s = load(key)
+if tonumber(ARGV[1]) ~= s.version then return reply(0, s) end
+local base = tonumber(ARGV[5])
+if base < s.version then base = s.version end
+local r = fresh(ARGV[3], 0, bump(base))
+if r.state ~= 'closed' then
+  r.opened_at = tonumber(ARGV[4])
+  if r.opened_at > now_us() then r.opened_at = now_us() end
+end
+r.permitted = tonumber(ARGV[6])
+r.remaining = tonumber(ARGV[7])
+r.completed = tonumber(ARGV[8])
+r.failures = tonumber(ARGV[9])
+r.slows = tonumber(ARGV[10])
+rewrite(key, r)
+redis.call('PEXPIRE', key, ARGV[2])
+return reply(1, r)
+";
+
 /// `poll`: a whole batched poll. KEYS = the breakers' hashes; three values
 /// per key in ARGV: wait_us ('' for a read), permitted, ttl_ms. Replies
 /// with one item per key, the nine values of `read` or `begin`, or
@@ -260,6 +336,8 @@ struct Scripts {
     lease: Script,
     record: Script,
     close: Script,
+    restart: Script,
+    restore: Script,
     poll: Script,
 }
 
@@ -272,13 +350,16 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         lease: script(LEASE),
         record: script(RECORD),
         close: script(CLOSE),
+        restart: script(RESTART),
+        restore: script(RESTORE),
         poll: script(POLL),
     }
 });
 
-/// The SHA1 digests of the seven scripts, in the order read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close, poll.
-pub(crate) fn digests() -> [&'static str; 7] {
+/// The SHA1 digests of the nine scripts, in the order read, trip_open,
+/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
+/// restart_stalled_round, restore, poll.
+pub(crate) fn digests() -> [&'static str; 9] {
     let s = &*SCRIPTS;
     [
         s.read.get_hash(),
@@ -287,6 +368,8 @@ pub(crate) fn digests() -> [&'static str; 7] {
         s.lease.get_hash(),
         s.record.get_hash(),
         s.close.get_hash(),
+        s.restart.get_hash(),
+        s.restore.get_hash(),
         s.poll.get_hash(),
     ]
 }
@@ -341,6 +424,35 @@ pub(crate) fn invocation(op: Op, key: &str) -> ScriptInvocation<'static> {
             inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
             inv
         }
+        Op::Restart {
+            expected,
+            permitted,
+            ttl,
+        } => {
+            let mut inv = s.restart.key(key);
+            inv.arg(expected.min(MAX_VERSION))
+                .arg(permitted)
+                .arg(ttl_ms(ttl));
+            inv
+        }
+        Op::Restore {
+            expected,
+            state,
+            ttl,
+        } => {
+            let mut inv = s.restore.key(key);
+            inv.arg(expected.min(MAX_VERSION))
+                .arg(ttl_ms(ttl))
+                .arg(state.state.as_str())
+                .arg(opened_at_us(state.opened_at))
+                .arg(state.version.min(MAX_VERSION))
+                .arg(state.probes_permitted)
+                .arg(state.probes_remaining)
+                .arg(state.probes_completed)
+                .arg(state.probe_failures)
+                .arg(state.probe_slows);
+            inv
+        }
     }
 }
 
@@ -387,6 +499,6 @@ mod tests {
         all.extend(crate::scripts::digests());
         all.sort_unstable();
         all.dedup();
-        assert_eq!(all.len(), 14);
+        assert_eq!(all.len(), 18);
     }
 }

@@ -15,8 +15,9 @@ Commands:
     that reached the call, which the tests treat as a bug).
 ``{"cmd": "state"}``
     the breaker's effective state.
-``{"cmd": "health", "up": bool}``
-    whether the dependency of the traffic loop succeeds.
+``{"cmd": "health", "up": bool, "hang": bool}``
+    whether the dependency of the traffic loop succeeds; with ``hang`` it
+    never answers (it blocks for an hour), so a probe keeps its lease.
 ``{"cmd": "traffic", "on": bool}``
     starts or stops a thread calling the dependency in a loop.
 ``{"cmd": "stats"}``
@@ -36,6 +37,7 @@ Commands:
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -108,13 +110,19 @@ class Listener:
             TALLY.events.append('write dropped')
 
 
+HANG = threading.Event()
+
+
 def dependency(up: bool) -> str:
-    """The protected call: notes a spent probe lease, then succeeds or fails."""
+    """The protected call: notes a spent probe lease, then succeeds or fails
+    (or, while ``HANG`` is set, never returns)."""
     mark = getattr(CURRENT, 'lease', None)
     if mark is not None:
         CURRENT.lease = None
         with TALLY.lock:
             TALLY.probe_calls.append(mark)
+    if HANG.is_set():
+        time.sleep(3600)
     if not up:
         raise DependencyDown('the dependency is down')
     return 'ok'
@@ -254,7 +262,11 @@ def main() -> None:
                 answer({'state': str(breaker.state)})
             elif cmd == 'health':
                 traffic.up = request['up']
-                answer({'up': traffic.up})
+                if request.get('hang'):
+                    HANG.set()
+                else:
+                    HANG.clear()
+                answer({'up': traffic.up, 'hang': HANG.is_set()})
             elif cmd == 'traffic':
                 if request['on']:
                     traffic.start()
@@ -278,6 +290,8 @@ def main() -> None:
             elif cmd == 'op':
                 answer(operation(plain, request))
             elif cmd == 'quit':
+                if HANG.is_set():
+                    os._exit(0)  # a hung call cannot be waited for
                 traffic.stop()
                 breaker.close()
                 answer({'bye': True})

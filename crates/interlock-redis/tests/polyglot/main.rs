@@ -25,6 +25,7 @@ mod python;
 
 mod fleet;
 mod layout;
+mod liveness;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -81,6 +82,8 @@ pub struct Tally {
     pub rejected: u64,
     pub leases: Vec<Mark>,
     pub probe_calls: Vec<Mark>,
+    /// Stalled rounds this instance restarted (R16.13), by `opened_at`.
+    pub restarts: Vec<u64>,
 }
 
 thread_local! {
@@ -107,6 +110,13 @@ pub struct Recording<S> {
 }
 
 impl<S> Recording<S> {
+    fn note_restart(&self, expected: u64, view: &SharedState) {
+        if view.state == State::HalfOpen && view.version > expected && view.probes_completed == 0 {
+            let at = view.opened_at.as_nanos() / 1_000;
+            self.tally.lock().unwrap().restarts.push(at);
+        }
+    }
+
     fn note(&self, lease: &ProbeLease) {
         if lease.granted {
             self.tally.lock().unwrap().leases.push(mark(lease));
@@ -157,6 +167,28 @@ impl<S: Storage> Storage for Recording<S> {
         expected: Option<u64>,
     ) -> Result<SharedState, StorageError> {
         self.inner.close(name, ttl, expected)
+    }
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let view = self
+            .inner
+            .restart_stalled_round(name, expected, permitted, ttl)?;
+        self.note_restart(expected, &view);
+        Ok(view)
+    }
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.inner.restore(name, expected, state, ttl)
     }
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         self.inner.poll_many(requests)
@@ -212,6 +244,29 @@ impl<S: AsyncStorage> AsyncStorage for Recording<S> {
         expected: Option<u64>,
     ) -> Result<SharedState, StorageError> {
         self.inner.close(name, ttl, expected).await
+    }
+    async fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        let view = self
+            .inner
+            .restart_stalled_round(name, expected, permitted, ttl)
+            .await?;
+        self.note_restart(expected, &view);
+        Ok(view)
+    }
+    async fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.inner.restore(name, expected, state, ttl).await
     }
     async fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         self.inner.poll_many(requests).await
@@ -418,6 +473,11 @@ impl Node {
     pub fn leases(&self) -> (Vec<Mark>, Vec<Mark>) {
         let t = self.tally.lock().unwrap();
         (t.leases.clone(), t.probe_calls.clone())
+    }
+
+    /// The stalled rounds this instance restarted, by `opened_at`.
+    pub fn restarts(&self) -> Vec<u64> {
+        self.tally.lock().unwrap().restarts.clone()
     }
 
     pub fn calls(&self) -> (u64, u64) {

@@ -278,6 +278,13 @@ impl Python {
             .unwrap_or_default()
     }
 
+    /// Kills the process (SIGKILL), as a crash or an OOM kill would: what
+    /// it holds (a probe lease, queued writes) is never given back.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn label(&self) -> &str {
         &self.label
     }
