@@ -23,6 +23,7 @@ use crate::key;
 /// | TTL in milliseconds | `state_ttl` rounded up | `state_ttl` rounded down, as the original's `int(ttl * 1000)` |
 /// | key lifetime on a no-op begin or a denied lease | unchanged | refreshed, as the original does |
 /// | batched polls | one script per 1000 breakers | the same, with the original's semantics per key |
+/// | stalled rounds, repairs, a future `opened_at` | restarted, restored, clamped | the same, written with the original's fields (its instances read them as any other state) |
 ///
 /// The scripts of [`InterlockCb`](Layout::InterlockCb) are their own (the
 /// original's are not copied); they apply exactly the original's changes to

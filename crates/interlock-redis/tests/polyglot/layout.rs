@@ -312,3 +312,79 @@ fn a_hash_without_state_is_closed_to_the_original_and_refused_by_the_layout() {
         .unwrap();
     assert_eq!(owner, "another service");
 }
+
+/// The writes the original has no script for (issue 21: restarting a
+/// stalled round, restoring a record, clamping an OPEN from the future)
+/// leave records the original reads exactly as this layout does.
+#[test]
+fn the_originals_read_what_the_liveness_writes_leave() {
+    let Some((server, py)) = setup() else { return };
+    let (mut python, rust) = both_sides(&server, &py);
+    let name = "liveness {x}";
+    let key = format!("interlock:cb:{name}");
+    let agree = |python: &mut Python, step: &str| {
+        let ours = rust.read(name).unwrap().unwrap();
+        assert_eq!(
+            python_op(python, name, Op::Read),
+            from_rust(&ours, None),
+            "after {step}"
+        );
+        ours
+    };
+
+    // A stalled round: every slot leased, no outcome. Restarted.
+    rust.trip_open(name, TTL, None).unwrap();
+    rust.begin_half_open_if_elapsed(name, Duration::ZERO, 2, TTL)
+        .unwrap();
+    rust.lease_probe(name, TTL).unwrap();
+    let spent = rust.lease_probe(name, TTL).unwrap().state;
+    let restarted = rust
+        .restart_stalled_round(name, spent.version, 2, TTL)
+        .unwrap();
+    assert_eq!(
+        (
+            restarted.state,
+            restarted.version,
+            restarted.probes_remaining
+        ),
+        (State::HalfOpen, spent.version + 1, 2)
+    );
+    agree(&mut python, "restart_stalled_round");
+    // The original leases from the restarted round.
+    let lease = python_op(&mut python, name, Op::Lease).unwrap();
+    assert_eq!(lease.4, Some(true), "{lease:?}");
+
+    // Restored over its version: CLOSED at a version above both.
+    let now = rust.read(name).unwrap().unwrap();
+    let restored = rust
+        .restore(
+            name,
+            now.version,
+            interlock::storage::SharedState {
+                version: 40,
+                ..interlock::storage::SharedState::closed()
+            },
+            TTL,
+        )
+        .unwrap();
+    assert_eq!((restored.state, restored.version), (State::Closed, 41));
+    agree(&mut python, "restore");
+
+    // An OPEN from the server's future, as a foreign writer could leave:
+    // the first begin clamps it to now, and both then wait from there.
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("state")
+        .arg("open")
+        .arg("opened_at")
+        .arg("9000000000000000")
+        .query(&mut server.admin())
+        .unwrap();
+    let clamped = rust
+        .begin_half_open_if_elapsed(name, Duration::from_secs(3600), 2, TTL)
+        .unwrap();
+    assert_eq!((clamped.state, clamped.version), (State::Open, 42));
+    assert!(clamped.opened_at.as_nanos() < 9_000_000_000_000_000_000);
+    let read = agree(&mut python, "the clamping begin");
+    assert_eq!(read, clamped);
+}
