@@ -30,8 +30,10 @@
 //! [`SharedState::MAX_VERSION`](interlock::storage::SharedState::MAX_VERSION)
 //! (2^50), and a hash above it is refused, as in interlock's own layout.
 //!
-//! Replies have the shape of interlock's own scripts (a code, then the
-//! eight fields), so [`crate::scripts::parse`] reads both. Reading is
+//! The scripts take interlock's arguments and reply in the shape of its
+//! own (a code, the eight fields, an empty notice error), so one set of
+//! invocations ([`crate::scripts::Op::invocation_in`]) and one parser
+//! ([`crate::scripts::parse`]) serve both layouts. Reading is
 //! stricter than the original: a hash with no `state` (which the original
 //! reads as CLOSED and overwrites on its next trip), a value that is not a
 //! decimal integer (which the original fails on too, in Python or in Lua),
@@ -42,10 +44,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use interlock::storage::PollRequest;
-use redis::{Script, ScriptInvocation};
-
-use crate::scripts::{MAX_VERSION, Op, opened_at_us, wait_us};
+use crate::scripts::{Dialect, Scripts, Sources};
 
 /// The longest TTL written (about 31 years), as interlock's own scripts.
 const MAX_TTL_MS: u64 = 1_000_000_000_000;
@@ -202,27 +201,28 @@ const READ: &str = r"
 return read(KEYS[1])
 ";
 
-/// `trip_open`: ARGV = ttl_ms, expected version or ''.
+/// `trip_open`: ARGV = (channel, unused), ttl_ms, expected version or ''.
 const TRIP: &str = r"
 local key = KEYS[1]
 local s = load(key)
-if fenced_out(s, ARGV[2]) then return reply(0, s) end
+if fenced_out(s, ARGV[3]) then return reply(0, s) end
 local code = 0
 if s.state ~= 'open' then
   s = fresh('open', now_us(), bump(s.version))
   rewrite(key, s)
   code = 1
 end
-redis.call('PEXPIRE', key, ARGV[1])
+redis.call('PEXPIRE', key, ARGV[2])
 return reply(code, s)
 ";
 
-/// `begin_half_open_if_elapsed`: ARGV = wait_us, permitted, ttl_ms.
+/// `begin_half_open_if_elapsed`: ARGV = (channel, unused), wait_us,
+/// permitted, ttl_ms.
 const BEGIN: &str = r"
-return begin(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+return begin(KEYS[1], ARGV[2], ARGV[3], ARGV[4])
 ";
 
-/// `lease_probe`: ARGV = ttl_ms. The lifetime is refreshed even when the
+/// `lease_probe`: ARGV = (channel, unused), ttl_ms. The lifetime is refreshed even when the
 /// lease is denied, as the original does.
 const LEASE: &str = r"
 local key = KEYS[1]
@@ -234,86 +234,90 @@ if s.state == 'half_open' and s.remaining > 0 then
   redis.call('HSET', key, 'probes_remaining', digits(s.remaining), 'version', digits(s.version))
   granted = 1
 end
-redis.call('PEXPIRE', key, ARGV[1])
+redis.call('PEXPIRE', key, ARGV[2])
 return reply(granted, s)
 ";
 
-/// `record_probe`: ARGV = failure (0/1), slow (0/1), ttl_ms.
+/// `record_probe`: ARGV = (channel, unused), failure (0/1), slow (0/1),
+/// ttl_ms.
 const RECORD: &str = r"
 local key = KEYS[1]
 local s = load(key)
 if s.state ~= 'half_open' then return reply(0, s) end
 s.completed = add32(s.completed, 1)
-s.failures = add32(s.failures, tonumber(ARGV[1]))
-s.slows = add32(s.slows, tonumber(ARGV[2]))
+s.failures = add32(s.failures, tonumber(ARGV[2]))
+s.slows = add32(s.slows, tonumber(ARGV[3]))
 s.version = bump(s.version)
 redis.call('HSET', key, 'probes_completed', digits(s.completed),
   'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows),
   'version', digits(s.version))
-redis.call('PEXPIRE', key, ARGV[3])
+redis.call('PEXPIRE', key, ARGV[4])
 return reply(1, s)
 ";
 
-/// `close`: ARGV = ttl_ms, expected version or ''.
+/// `close`: ARGV = (channel, unused), ttl_ms, expected version or ''.
 const CLOSE: &str = r"
 local key = KEYS[1]
 local s = load(key)
-if fenced_out(s, ARGV[2]) then return reply(0, s) end
+if fenced_out(s, ARGV[3]) then return reply(0, s) end
 s = fresh('closed', 0, bump(s.version))
 rewrite(key, s)
-redis.call('PEXPIRE', key, ARGV[1])
+redis.call('PEXPIRE', key, ARGV[2])
 return reply(1, s)
 ";
 
-/// `restart_stalled_round`: ARGV = expected version, permitted, ttl_ms.
+/// `restart_stalled_round`: ARGV = (channel, unused), expected version,
+/// permitted, ttl_ms.
 /// Fenced like `close`, and only over a HALF_OPEN round with no slot left;
 /// it writes what the original's begin writes, so the Python instances see
 /// a fresh round of the same OPEN period.
 const RESTART: &str = r"
 local key = KEYS[1]
 local s = load(key)
-if tonumber(ARGV[1]) ~= s.version or s.state ~= 'half_open' or s.remaining > 0 then
+if tonumber(ARGV[2]) ~= s.version or s.state ~= 'half_open' or s.remaining > 0 then
   return reply(0, s)
 end
-new_round(key, s, ARGV[2])
-redis.call('PEXPIRE', key, ARGV[3])
+new_round(key, s, ARGV[3])
+redis.call('PEXPIRE', key, ARGV[4])
 return reply(1, s)
 ";
 
-/// `restore`: ARGV = expected version, ttl_ms, then the state to write:
+/// `restore`: ARGV = (channel, unused), expected version, ttl_ms, then the
+/// state to write:
 /// state, opened_at_us, version, permitted, remaining, completed, failures,
 /// slows. Fenced like `close`; writes every field and the marker, as the
 /// original's trip and close do.
 const RESTORE: &str = r"
 local key = KEYS[1]
 local s = load(key)
-if tonumber(ARGV[1]) ~= s.version then return reply(0, s) end
-local base = tonumber(ARGV[5])
+if tonumber(ARGV[2]) ~= s.version then return reply(0, s) end
+local base = tonumber(ARGV[6])
 if base < s.version then base = s.version end
-local r = fresh(ARGV[3], 0, bump(base))
+local r = fresh(ARGV[4], 0, bump(base))
 if r.state ~= 'closed' then
-  r.opened_at = tonumber(ARGV[4])
+  r.opened_at = tonumber(ARGV[5])
   if r.opened_at > now_us() then r.opened_at = now_us() end
 end
-r.permitted = tonumber(ARGV[6])
-r.remaining = tonumber(ARGV[7])
-r.completed = tonumber(ARGV[8])
-r.failures = tonumber(ARGV[9])
-r.slows = tonumber(ARGV[10])
+r.permitted = tonumber(ARGV[7])
+r.remaining = tonumber(ARGV[8])
+r.completed = tonumber(ARGV[9])
+r.failures = tonumber(ARGV[10])
+r.slows = tonumber(ARGV[11])
 rewrite(key, r)
-redis.call('PEXPIRE', key, ARGV[2])
+redis.call('PEXPIRE', key, ARGV[3])
 return reply(1, r)
 ";
 
-/// `poll`: a whole batched poll. KEYS = the breakers' hashes; three values
-/// per key in ARGV: wait_us ('' for a read), permitted, ttl_ms. Replies
+/// `poll`: a whole batched poll. KEYS = the breakers' hashes; ARGV[1] =
+/// (channel, unused), then three values per key: wait_us ('' for a read),
+/// permitted, ttl_ms. Replies
 /// with one item per key, the nine values of `read` or `begin`, or
 /// `{'err', message}` when that key alone failed.
 const POLL: &str = r"
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local at = 3 * i - 2
+  local at = 3 * i - 1
   local ok, r = pcall(function()
     local wait = ARGV[at]
     if wait == '' then return read(key) end
@@ -329,49 +333,33 @@ end
 return out
 ";
 
-struct Scripts {
-    read: Script,
-    trip: Script,
-    begin: Script,
-    lease: Script,
-    record: Script,
-    close: Script,
-    restart: Script,
-    restore: Script,
-    poll: Script,
-}
-
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
-    Scripts {
-        read: script(READ),
-        trip: script(TRIP),
-        begin: script(BEGIN),
-        lease: script(LEASE),
-        record: script(RECORD),
-        close: script(CLOSE),
-        restart: script(RESTART),
-        restore: script(RESTORE),
-        poll: script(POLL),
-    }
+    Scripts::new(&Sources {
+        prelude: PRELUDE,
+        read: READ,
+        trip: TRIP,
+        begin: BEGIN,
+        lease: LEASE,
+        record: RECORD,
+        close: CLOSE,
+        restart: RESTART,
+        restore: RESTORE,
+        poll: POLL,
+    })
 });
 
-/// The SHA1 digests of the nine scripts, in the order read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
-/// restart_stalled_round, restore, poll.
+/// The original's layout: these scripts, TTLs rounded down. They take
+/// interlock's arguments, the notice channel included (always empty: they
+/// publish nothing).
+pub(crate) const DIALECT: Dialect = Dialect {
+    scripts: &SCRIPTS,
+    ttl_ms,
+};
+
+/// The SHA1 digests of the nine scripts, in the order of
+/// [`Scripts::digests`].
 pub(crate) fn digests() -> [&'static str; 9] {
-    let s = &*SCRIPTS;
-    [
-        s.read.get_hash(),
-        s.trip.get_hash(),
-        s.begin.get_hash(),
-        s.lease.get_hash(),
-        s.record.get_hash(),
-        s.close.get_hash(),
-        s.restart.get_hash(),
-        s.restore.get_hash(),
-        s.poll.get_hash(),
-    ]
+    SCRIPTS.digests()
 }
 
 /// A TTL as whole milliseconds for `PEXPIRE`, rounded down as the
@@ -382,102 +370,6 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis())
         .unwrap_or(u64::MAX)
         .clamp(1, MAX_TTL_MS)
-}
-
-fn expected_arg(expected: Option<u64>) -> String {
-    expected.map(|v| v.to_string()).unwrap_or_default()
-}
-
-/// The script call of `op` on the hash at `key`.
-pub(crate) fn invocation(op: Op, key: &str) -> ScriptInvocation<'static> {
-    let s: &'static Scripts = &SCRIPTS;
-    match op {
-        Op::Read => s.read.key(key),
-        Op::Trip { ttl, expected } => {
-            let mut inv = s.trip.key(key);
-            inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
-            inv
-        }
-        Op::Begin {
-            wait,
-            permitted,
-            ttl,
-        } => {
-            let mut inv = s.begin.key(key);
-            inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl));
-            inv
-        }
-        Op::Lease { ttl } => {
-            let mut inv = s.lease.key(key);
-            inv.arg(ttl_ms(ttl));
-            inv
-        }
-        Op::Record { outcome, ttl } => {
-            let mut inv = s.record.key(key);
-            inv.arg(u8::from(outcome.is_failure()))
-                .arg(u8::from(outcome.is_slow()))
-                .arg(ttl_ms(ttl));
-            inv
-        }
-        Op::Close { ttl, expected } => {
-            let mut inv = s.close.key(key);
-            inv.arg(ttl_ms(ttl)).arg(expected_arg(expected));
-            inv
-        }
-        Op::Restart {
-            expected,
-            permitted,
-            ttl,
-        } => {
-            let mut inv = s.restart.key(key);
-            inv.arg(expected.min(MAX_VERSION))
-                .arg(permitted)
-                .arg(ttl_ms(ttl));
-            inv
-        }
-        Op::Restore {
-            expected,
-            state,
-            ttl,
-        } => {
-            let mut inv = s.restore.key(key);
-            inv.arg(expected.min(MAX_VERSION))
-                .arg(ttl_ms(ttl))
-                .arg(state.state.as_str())
-                .arg(opened_at_us(state.opened_at))
-                .arg(state.version.min(MAX_VERSION))
-                .arg(state.probes_permitted)
-                .arg(state.probes_remaining)
-                .arg(state.probes_completed)
-                .arg(state.probe_failures)
-                .arg(state.probe_slows);
-            inv
-        }
-    }
-}
-
-/// The `poll` script call for `requests` (at most
-/// [`MAX_BATCH`](crate::scripts::MAX_BATCH)), whose keys `key` makes.
-pub(crate) fn poll_invocation(
-    requests: &[PollRequest<'_>],
-    key: impl Fn(&str) -> String,
-) -> ScriptInvocation<'static> {
-    let s: &'static Scripts = &SCRIPTS;
-    let mut inv = s.poll.prepare_invoke();
-    for request in requests {
-        inv.key(key(request.name()));
-        match *request {
-            PollRequest::BeginHalfOpen {
-                wait,
-                permitted,
-                ttl,
-                ..
-            } => inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl)),
-            // `PollRequest` is non-exhaustive: anything else is a read.
-            _ => inv.arg("").arg(0).arg(0),
-        };
-    }
-    inv
 }
 
 #[cfg(test)]

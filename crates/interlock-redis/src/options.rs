@@ -180,7 +180,7 @@ impl Resolved {
         let key = self.key(name);
         match self.layout {
             Layout::Interlock => op.invocation(&key, self.publish_channel()),
-            Layout::InterlockCb => interlock_cb::invocation(op, &key),
+            Layout::InterlockCb => op.invocation_in(interlock_cb::DIALECT, &key, ""),
         }
     }
 
@@ -192,7 +192,9 @@ impl Resolved {
         let key = |name: &str| self.key(name);
         match self.layout {
             Layout::Interlock => scripts::poll_invocation(requests, self.publish_channel(), key),
-            Layout::InterlockCb => interlock_cb::poll_invocation(requests, key),
+            Layout::InterlockCb => {
+                scripts::poll_invocation_in(interlock_cb::DIALECT, requests, "", key)
+            }
         }
     }
 }
