@@ -26,7 +26,9 @@ impl<M> Coordinator<M> {
     fn adopt_answer(&self, name: &str, view: SharedState) {
         for breaker in self.lane.members() {
             if breaker.name() == name {
-                breaker.settle_answer(Ok(view), breaker.now());
+                // No regression check (`None`): an operator's answer only moves a view
+                // forward, like any other answer (R15.6a).
+                breaker.settle_answer(Ok(view), breaker.now(), None);
             }
         }
     }
