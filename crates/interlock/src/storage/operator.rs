@@ -26,9 +26,9 @@ impl<M> Coordinator<M> {
     fn adopt_answer(&self, name: &str, view: SharedState) {
         for breaker in self.lane.members() {
             if breaker.name() == name {
-                // No request of the breaker's own: an older answer is ignored,
-                // never taken for a storage that went backwards (R15.6a).
-                let _ = breaker.settle_answer(Ok(view), breaker.now(), None);
+                // No regression check (`None`): an operator's answer only moves a view
+                // forward, like any other answer (R15.6a).
+                breaker.settle_answer(Ok(view), breaker.now(), None);
             }
         }
     }
