@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use interlock_redis::inspect::DEFAULT_KEY_PREFIX;
+use interlock_redis::Layout;
 
 use crate::duration;
 
@@ -46,13 +46,41 @@ pub(crate) struct Global {
     )]
     pub(crate) url: String,
 
-    /// Key prefix of the storage, as configured in the services.
-    #[arg(long, global = true, default_value = DEFAULT_KEY_PREFIX)]
-    pub(crate) prefix: String,
+    /// Key prefix of the storage, as configured in the services [default:
+    /// `interlock:{cb}:`, or `interlock:cb:` with `--layout interlock-cb`].
+    #[arg(long, global = true)]
+    pub(crate) prefix: Option<String>,
+
+    /// Redis layout of the services: `interlock` (this library's), or
+    /// `interlock-cb` for breakers shared with services running the Python
+    /// original, interlock-cb 2.8 (names verbatim in the keys, no change
+    /// notices).
+    #[arg(
+        long,
+        global = true,
+        env = "INTERLOCK_LAYOUT",
+        default_value = "interlock",
+        value_parser = parse_layout
+    )]
+    pub(crate) layout: Layout,
 
     /// Connect and response timeout for each Redis command.
     #[arg(long, global = true, default_value = "2s", value_parser = duration::parse)]
     pub(crate) timeout: Duration,
+}
+
+fn parse_layout(s: &str) -> Result<Layout, String> {
+    s.parse()
+        .map_err(|e: interlock_redis::UnknownLayout| e.to_string())
+}
+
+impl Global {
+    /// `--prefix`, or the layout's default.
+    pub(crate) fn prefix(&self) -> &str {
+        self.prefix
+            .as_deref()
+            .unwrap_or_else(|| self.layout.default_prefix())
+    }
 }
 
 /// What to do.
@@ -127,10 +155,25 @@ mod tests {
     #[test]
     fn global_options_go_before_or_after_the_command() {
         let a = Args::try_parse_from(["interlock", "list", "--prefix", "p:", "--json"]).unwrap();
-        assert_eq!(a.global.prefix, "p:");
+        assert_eq!(a.global.prefix(), "p:");
+        assert_eq!(a.global.layout, Layout::Interlock);
         assert!(matches!(a.command, Command::List { json: true }));
         let a = Args::try_parse_from(["interlock", "--timeout", "500ms", "show", "x"]).unwrap();
         assert_eq!(a.global.timeout, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn the_layout_chooses_the_default_prefix() {
+        let a = Args::try_parse_from(["interlock", "list"]).unwrap();
+        assert_eq!(a.global.prefix(), "interlock:{cb}:");
+        let a = Args::try_parse_from(["interlock", "--layout", "interlock-cb", "list"]).unwrap();
+        assert_eq!(
+            (a.global.layout, a.global.prefix()),
+            (Layout::InterlockCb, "interlock:cb:")
+        );
+        let a = Args::try_parse_from(["interlock", "list", "--layout=interlock-cb", "--prefix=x:"])
+            .unwrap();
+        assert_eq!(a.global.prefix(), "x:");
     }
 
     #[test]
@@ -141,6 +184,7 @@ mod tests {
             &["interlock", "trip"],
             &["interlock", "trip", "x", "--ttl", "5"],
             &["interlock", "frobnicate"],
+            &["interlock", "--layout", "pybreaker", "list"],
         ] {
             let err = Args::try_parse_from(bad).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad:?}");

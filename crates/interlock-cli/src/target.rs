@@ -94,9 +94,10 @@ impl Target {
             ))
         })?;
         let storage = RedisStorage::from_client(client.clone(), global.timeout)
-            .key_prefix(global.prefix.clone())
+            .layout(global.layout)
+            .key_prefix(global.prefix())
             .build()
-            .map_err(|e| CliError::Usage(format!("invalid --prefix `{}`: {e}", global.prefix)))?;
+            .map_err(|e| CliError::Usage(format!("invalid --prefix `{}`: {e}", global.prefix())))?;
         let mut target = Target {
             url,
             client,
@@ -261,7 +262,8 @@ impl Target {
     /// When Redis does not answer.
     pub(crate) fn snapshot(&mut self) -> Result<Snapshot, CliError> {
         let prefix = self.prefix().to_owned();
-        let names = self.inspect(|con| inspect::breaker_names(con, &prefix))?;
+        let layout = self.storage.layout();
+        let names = self.inspect(|con| inspect::breaker_names_in(con, &prefix, layout))?;
         let requests: Vec<PollRequest<'_>> = names
             .iter()
             .map(|name| PollRequest::Read {

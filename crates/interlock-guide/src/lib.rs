@@ -25,6 +25,7 @@
 //! | [`integrations`] | `docs/integrations.md` |
 //! | [`web_frameworks`] | `docs/web-frameworks.md` |
 //! | [`coordination`] | `docs/coordination.md` |
+//! | [`polyglot`] | `docs/polyglot.md` |
 //! | [`performance`] | `docs/performance.md` |
 //! | [`correctness`] | `docs/correctness.md` |
 //! | [`limits`] | `docs/limits.md` |
@@ -83,6 +84,10 @@ pub mod web_frameworks {
 
 pub mod coordination {
     #![doc = include_str!("../../../docs/coordination.md")]
+}
+
+pub mod polyglot {
+    #![doc = include_str!("../../../docs/polyglot.md")]
 }
 
 pub mod performance {

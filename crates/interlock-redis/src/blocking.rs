@@ -13,8 +13,8 @@ use interlock::{ConfigError, Outcome};
 use redis::{ConnectionLike, RedisError, RedisResult, ScriptInvocation, Value};
 
 use crate::error::Error;
-use crate::options::{Layout, Options, knobs};
-use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll, poll_invocation};
+use crate::options::{Options, Resolved, knobs};
+use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll};
 
 /// How many idle connections a connecting storage keeps for reuse.
 const MAX_IDLE: usize = 8;
@@ -103,7 +103,7 @@ fn is_broken(error: &RedisError) -> bool {
 /// ```
 pub struct RedisStorage<C> {
     source: Source<C>,
-    layout: Layout,
+    layout: Resolved,
     /// Set once a batched poll was refused with `CROSSSLOT`: poll per key.
     cross_slot: AtomicBool,
 }
@@ -207,7 +207,9 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
     }
 
     /// The key of `name`'s hash: the prefix, then the name with `%`, `{`,
-    /// `}` and control characters percent-encoded.
+    /// `}` and control characters percent-encoded (in the
+    /// [interlock-cb layout](crate::Layout::InterlockCb), the name
+    /// verbatim).
     ///
     /// ```
     /// use interlock_redis::RedisStorage;
@@ -217,6 +219,10 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
     /// let storage = RedisStorage::builder(client).build()?;
     /// assert_eq!(storage.key("payments"), "interlock:{cb}:payments");
     /// assert_eq!(storage.key("a{b}"), "interlock:{cb}:a%7Bb%7D");
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let python = RedisStorage::builder(client).layout(interlock_redis::Layout::InterlockCb).build()?;
+    /// assert_eq!(python.key("a{b}"), "interlock:cb:a{b}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
@@ -230,9 +236,14 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
         &self.layout.prefix
     }
 
+    /// The Redis layout this storage reads and writes.
+    #[must_use]
+    pub fn layout(&self) -> crate::Layout {
+        self.layout.layout
+    }
+
     fn run(&self, name: &str, op: Op) -> Result<Reply, Error> {
-        let key = self.layout.key(name);
-        let invocation = op.invocation(&key, self.layout.publish_channel());
+        let invocation = self.layout.invocation(op, name);
         let value = self.invoke(op.name(), &invocation)?;
         let reply = parse(op.name(), &value)?;
         self.layout.publish_failed(reply.notice_error.as_deref());
@@ -269,9 +280,7 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
 
     /// A batched poll of at most [`MAX_BATCH`] requests: one script call.
     fn poll_batch(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, Error> {
-        let invocation = poll_invocation(requests, self.layout.publish_channel(), |n| {
-            self.layout.key(n)
-        });
+        let invocation = self.layout.poll_invocation(requests);
         let value = self.invoke("poll", &invocation)?;
         let (answers, notice_error) = parse_poll(requests, &value)?;
         self.layout.publish_failed(notice_error.as_deref());

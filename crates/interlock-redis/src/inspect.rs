@@ -32,6 +32,7 @@ use std::time::Duration;
 use interlock::Timestamp;
 use redis::{ConnectionLike, Value};
 
+use crate::Layout;
 use crate::error::Error;
 use crate::key::{self, DEFAULT_PREFIX};
 
@@ -101,12 +102,30 @@ fn match_pattern(prefix: &str) -> String {
 /// Keys under the prefix whose rest does not [decode](decode_name) are
 /// skipped: the storages cannot have written them. A key that decodes but
 /// holds foreign data is listed; reading it returns the storage's error.
+/// This is [`breaker_names_in`] for interlock's own layout.
 ///
 /// # Errors
 ///
 /// An [`Error`] with operation `scan` when Redis cannot be reached or
 /// refuses the command.
 pub fn breaker_names<C: ConnectionLike>(con: &mut C, prefix: &str) -> Result<Vec<String>, Error> {
+    breaker_names_in(con, prefix, Layout::Interlock)
+}
+
+/// The names of all breakers with a key under `prefix` in `layout`, as
+/// [`breaker_names`] finds them: for [`Layout::InterlockCb`] every key
+/// under the prefix whose rest is UTF-8 is a name, as the original forms
+/// keys from names verbatim.
+///
+/// # Errors
+///
+/// An [`Error`] with operation `scan` when Redis cannot be reached or
+/// refuses the command.
+pub fn breaker_names_in<C: ConnectionLike>(
+    con: &mut C,
+    prefix: &str,
+    layout: Layout,
+) -> Result<Vec<String>, Error> {
     let pattern = match_pattern(prefix);
     let mut names = Vec::new();
     let mut cursor: u64 = 0;
@@ -122,8 +141,7 @@ pub fn breaker_names<C: ConnectionLike>(con: &mut C, prefix: &str) -> Result<Vec
         for key in keys {
             let name = key
                 .strip_prefix(prefix.as_bytes())
-                .and_then(|rest| std::str::from_utf8(rest).ok())
-                .and_then(decode_name);
+                .and_then(|rest| layout.name_of(rest));
             names.extend(name);
         }
         if next == 0 {

@@ -133,10 +133,29 @@
 //!   [`AsyncRedisStorage`], and a `redis::Client` for any one node as the
 //!   subscriber: notices are classic pub/sub, which reaches every node.
 //!
-//! The hash follows the field layout of the Python library interlock-cb
-//! (same fields, `opened_at` in microseconds); with
-//! `key_prefix("interlock:cb:")` ordinary names map to its keys. Sharing
-//! keys with it is not tested.
+//! # Sharing breakers with the Python original
+//!
+//! [`Layout::InterlockCb`] (`.layout(Layout::InterlockCb)` on either
+//! builder) reads and writes the layout of interlock-cb 2.8 instead:
+//! prefix `interlock:cb:`, names verbatim in the keys, the same fields,
+//! the original's changes per operation, its fencing and its expiry
+//! (`state_ttl` rounded down to milliseconds; refreshed also by a begin
+//! whose wait has not elapsed and by a denied lease), and no change
+//! notices. Rust and Python instances of one service on it behave as one
+//! fleet; the tests run them against the original itself. See [`Layout`]
+//! for the differences in one table.
+//!
+//! ```no_run
+//! use interlock_redis::{Layout, RedisStorage};
+//! use std::time::Duration;
+//!
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let storage = RedisStorage::from_client(client, Duration::from_millis(250))
+//!     .layout(Layout::InterlockCb)
+//!     .build()?;
+//! assert_eq!(storage.key("payments"), "interlock:cb:payments");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Push and batched polling
 //!
@@ -203,7 +222,9 @@
 mod blocking;
 mod error;
 pub mod inspect;
+mod interlock_cb;
 mod key;
+mod layout;
 mod lua;
 #[cfg(feature = "tokio")]
 mod nonblocking;
@@ -213,6 +234,7 @@ mod scripts;
 
 pub use blocking::{RedisStorage, RedisStorageBuilder};
 pub use error::Error;
+pub use layout::{Layout, UnknownLayout};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};

@@ -13,8 +13,8 @@ use redis::Value;
 use redis::aio::ConnectionLike;
 
 use crate::error::Error;
-use crate::options::{Layout, Options, knobs};
-use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll, poll_invocation};
+use crate::options::{Options, Resolved, knobs};
+use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll};
 
 /// An [`AsyncStorage`] on Redis or Valkey, for breakers coordinated on a
 /// tokio task ([`Coordinator::asynchronous`](interlock::storage::Coordinator::asynchronous)).
@@ -65,7 +65,7 @@ use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll, poll_invocation};
 /// ```
 pub struct AsyncRedisStorage<C> {
     connection: C,
-    layout: Layout,
+    layout: Resolved,
     /// Set once a batched poll was refused with `CROSSSLOT`: poll per key.
     cross_slot: AtomicBool,
 }
@@ -110,7 +110,9 @@ where
     }
 
     /// The key of `name`'s hash: the prefix, then the name with `%`, `{`,
-    /// `}` and control characters percent-encoded.
+    /// `}` and control characters percent-encoded (in the
+    /// [interlock-cb layout](crate::Layout::InterlockCb), the name
+    /// verbatim).
     #[must_use]
     pub fn key(&self, name: &str) -> String {
         self.layout.key(name)
@@ -122,6 +124,12 @@ where
         &self.layout.prefix
     }
 
+    /// The Redis layout this storage reads and writes.
+    #[must_use]
+    pub fn layout(&self) -> crate::Layout {
+        self.layout.layout
+    }
+
     /// A clone of the connection handle.
     #[must_use]
     pub fn connection(&self) -> C {
@@ -129,10 +137,10 @@ where
     }
 
     async fn run(&self, name: &str, op: Op) -> Result<Reply, Error> {
-        let key = self.layout.key(name);
         let mut con = self.connection.clone();
-        let value: Value = op
-            .invocation(&key, self.layout.publish_channel())
+        let value: Value = self
+            .layout
+            .invocation(op, name)
             .invoke_async(&mut con)
             .await
             .map_err(|e| Error::redis(op.name(), e))?;
@@ -143,9 +151,7 @@ where
 
     /// A batched poll of at most [`MAX_BATCH`] requests: one script call.
     async fn poll_batch(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, Error> {
-        let invocation = poll_invocation(requests, self.layout.publish_channel(), |n| {
-            self.layout.key(n)
-        });
+        let invocation = self.layout.poll_invocation(requests);
         let mut con = self.connection.clone();
         let value: Value = invocation
             .invoke_async(&mut con)

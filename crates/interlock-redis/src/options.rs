@@ -1,39 +1,71 @@
-//! What both storages share: the key prefix, the knobs and the key layout.
+//! What both storages share: the layout, the key prefix, the knobs and
+//! the scripts of the layout.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use interlock::ConfigError;
-use interlock::storage::{Notice, NoticeSink, StorageSettings, StorageSettingsBuilder};
+use interlock::storage::{
+    Notice, NoticeSink, PollRequest, StorageSettings, StorageSettingsBuilder,
+};
+use redis::ScriptInvocation;
 
-use crate::key::{DEFAULT_PREFIX, encode_name_into, validate_prefix};
+use crate::key::validate_prefix;
+use crate::layout::Layout;
 use crate::notices::{Listener, Subscriber};
+use crate::scripts::Op;
+use crate::{interlock_cb, scripts};
 
 /// The builder-side options of both storages.
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
-    pub(crate) prefix: String,
+    pub(crate) layout: Layout,
+    /// `None`: the layout's default prefix.
+    pub(crate) prefix: Option<String>,
     pub(crate) settings: StorageSettingsBuilder,
+    /// `notifications` as set on the builder, if it was.
+    pub(crate) notifications: Option<bool>,
     pub(crate) subscriber: Option<Subscriber>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
-            prefix: DEFAULT_PREFIX.to_owned(),
+            layout: Layout::Interlock,
+            prefix: None,
             settings: StorageSettings::builder(),
+            notifications: None,
             subscriber: None,
         }
     }
 }
 
 impl Options {
-    pub(crate) fn build(self) -> Result<Layout, ConfigError> {
-        validate_prefix(&self.prefix)?;
-        Ok(Layout {
-            settings: self.settings.build()?,
-            channel: format!("{}notices", self.prefix),
-            prefix: self.prefix,
+    pub(crate) fn build(self) -> Result<Resolved, ConfigError> {
+        let prefix = self
+            .prefix
+            .unwrap_or_else(|| self.layout.default_prefix().to_owned());
+        let mut settings = self.settings;
+        match self.layout {
+            Layout::Interlock => validate_prefix(&prefix)?,
+            // The original takes any prefix (a name's braces decide the
+            // slot anyway), and has no change notices.
+            Layout::InterlockCb => {
+                if self.notifications == Some(true) {
+                    return Err(ConfigError::new(
+                        "notifications",
+                        "the interlock-cb layout has no change notices: the original neither \
+                         publishes nor subscribes, so its instances learn of changes by polling",
+                    ));
+                }
+                settings = settings.notifications(false);
+            }
+        }
+        Ok(Resolved {
+            layout: self.layout,
+            settings: settings.build()?,
+            channel: format!("{prefix}notices"),
+            prefix,
             subscriber: self.subscriber,
             reporter: Arc::default(),
         })
@@ -86,7 +118,8 @@ impl Reporter {
 
 /// The built, validated options.
 #[derive(Clone, Debug)]
-pub(crate) struct Layout {
+pub(crate) struct Resolved {
+    pub(crate) layout: Layout,
     pub(crate) prefix: String,
     pub(crate) settings: StorageSettings,
     channel: String,
@@ -94,7 +127,7 @@ pub(crate) struct Layout {
     reporter: Arc<Reporter>,
 }
 
-impl Layout {
+impl Resolved {
     /// Keeps a coordinator's sink, to tell it if publishing fails.
     pub(crate) fn keep_sink(&self, sink: &NoticeSink) {
         self.reporter.keep(sink);
@@ -135,14 +168,34 @@ impl Layout {
 
     /// Whether this storage can subscribe.
     pub(crate) fn has_subscriber(&self) -> bool {
-        self.subscriber.is_some()
+        self.subscriber.is_some() && self.settings.notifications()
     }
 
     pub(crate) fn key(&self, name: &str) -> String {
-        let mut key = String::with_capacity(self.prefix.len() + name.len());
-        key.push_str(&self.prefix);
-        encode_name_into(&mut key, name);
-        key
+        self.layout.key(&self.prefix, name)
+    }
+
+    /// The script call of `op` on `name`'s hash, in this layout.
+    pub(crate) fn invocation(&self, op: Op, name: &str) -> ScriptInvocation<'static> {
+        let key = self.key(name);
+        match self.layout {
+            Layout::Interlock => op.invocation(&key, self.publish_channel()),
+            Layout::InterlockCb => op.invocation_in(interlock_cb::DIALECT, &key, ""),
+        }
+    }
+
+    /// The batched poll script call for `requests`, in this layout.
+    pub(crate) fn poll_invocation(
+        &self,
+        requests: &[PollRequest<'_>],
+    ) -> ScriptInvocation<'static> {
+        let key = |name: &str| self.key(name);
+        match self.layout {
+            Layout::Interlock => scripts::poll_invocation(requests, self.publish_channel(), key),
+            Layout::InterlockCb => {
+                scripts::poll_invocation_in(interlock_cb::DIALECT, requests, "", key)
+            }
+        }
     }
 }
 
@@ -150,18 +203,34 @@ impl Layout {
 /// [`StorageSettingsBuilder`] and checked in `build`.
 macro_rules! knobs {
     () => {
-        /// The prefix of every key (default `interlock:{cb}:`). The part
-        /// in braces is the Redis Cluster hash tag that puts all breakers
-        /// of the storage in one slot; a prefix without braces spreads them
-        /// over the cluster instead. Give each service (or environment) its
-        /// own prefix when several share one server, with its own tag
-        /// (`interlock:{checkout}:`): only the braces pick the slot, so
-        /// `checkout:{cb}:` and `search:{cb}:` would share one.
+        /// The prefix of every key (default `interlock:{cb}:`, or
+        /// `interlock:cb:` with the [interlock-cb layout](Self::layout)).
+        /// The part in braces is the Redis Cluster hash tag that puts all
+        /// breakers of the storage in one slot; a prefix without braces
+        /// spreads them over the cluster instead. Give each service (or
+        /// environment) its own prefix when several share one server, with
+        /// its own tag (`interlock:{checkout}:`): only the braces pick the
+        /// slot, so `checkout:{cb}:` and `search:{cb}:` would share one.
         ///
-        /// `build` rejects a prefix whose `{` does not open a non-empty,
-        /// closed hash tag (error naming `key_prefix`).
+        /// In interlock's own layout `build` rejects a prefix whose `{`
+        /// does not open a non-empty, closed hash tag (error naming
+        /// `key_prefix`).
         pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-            self.options.prefix = prefix.into();
+            self.options.prefix = Some(prefix.into());
+            self
+        }
+
+        /// The Redis layout to read and write (default
+        /// [`Layout::Interlock`](crate::Layout::Interlock)):
+        /// [`Layout::InterlockCb`](crate::Layout::InterlockCb) shares the
+        /// breakers of services that run the Python original, interlock-cb
+        /// 2.8, with its keys, fields, units, expiry and fencing. It also
+        /// changes the default [`key_prefix`](Self::key_prefix) to the
+        /// original's, `interlock:cb:`, and turns change notices off (the
+        /// original has none; `build` refuses `notifications(true)` with
+        /// it). Any prefix is accepted with it, as the original accepts any.
+        pub fn layout(mut self, layout: crate::Layout) -> Self {
+            self.options.layout = layout;
             self
         }
 
@@ -228,6 +297,7 @@ macro_rules! knobs {
         /// whole fleet, or instances that keep it on miss the writes of
         /// those that do not until their next poll.
         pub fn notifications(mut self, on: bool) -> Self {
+            self.options.notifications = Some(on);
             self.options.settings = self.options.settings.notifications(on);
             self
         }

@@ -55,7 +55,25 @@ pub(crate) const MAX_VERSION: u64 = SharedState::MAX_VERSION;
 /// accepts on top of the server's clock.
 const MAX_TTL_MS: u64 = 1_000_000_000_000;
 
-struct Scripts {
+/// The Lua source of one layout's scripts: a prelude, then one body per
+/// operation (interlock's own in `lua.rs`, the original's in
+/// `interlock_cb.rs`). Every body takes the same arguments, in the same
+/// order, and replies in the same shape.
+pub(crate) struct Sources {
+    pub(crate) prelude: &'static str,
+    pub(crate) read: &'static str,
+    pub(crate) trip: &'static str,
+    pub(crate) begin: &'static str,
+    pub(crate) lease: &'static str,
+    pub(crate) record: &'static str,
+    pub(crate) close: &'static str,
+    pub(crate) restart: &'static str,
+    pub(crate) restore: &'static str,
+    pub(crate) poll: &'static str,
+}
+
+/// One layout's scripts, loaded (and their digests computed) once.
+pub(crate) struct Scripts {
     read: Script,
     trip: Script,
     begin: Script,
@@ -67,37 +85,73 @@ struct Scripts {
     poll: Script,
 }
 
-static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
-    Scripts {
-        read: script(READ),
-        trip: script(TRIP),
-        begin: script(BEGIN),
-        lease: script(LEASE),
-        record: script(RECORD),
-        close: script(CLOSE),
-        restart: script(RESTART),
-        restore: script(RESTORE),
-        poll: script(POLL),
+impl Scripts {
+    pub(crate) fn new(src: &Sources) -> Scripts {
+        let script = |body: &str| Script::new(&format!("{}{body}", src.prelude));
+        Scripts {
+            read: script(src.read),
+            trip: script(src.trip),
+            begin: script(src.begin),
+            lease: script(src.lease),
+            record: script(src.record),
+            close: script(src.close),
+            restart: script(src.restart),
+            restore: script(src.restore),
+            poll: script(src.poll),
+        }
     }
+
+    /// The SHA1 digests of the nine scripts, in the order read, trip_open,
+    /// begin_half_open_if_elapsed, lease_probe, record_probe, close,
+    /// restart_stalled_round, restore, poll.
+    pub(crate) fn digests(&self) -> [&str; 9] {
+        [
+            self.read.get_hash(),
+            self.trip.get_hash(),
+            self.begin.get_hash(),
+            self.lease.get_hash(),
+            self.record.get_hash(),
+            self.close.get_hash(),
+            self.restart.get_hash(),
+            self.restore.get_hash(),
+            self.poll.get_hash(),
+        ]
+    }
+}
+
+/// What differs between the layouts in how a script is called: its
+/// scripts, and how a TTL becomes the milliseconds of `PEXPIRE`.
+#[derive(Clone, Copy)]
+pub(crate) struct Dialect {
+    pub(crate) scripts: &'static LazyLock<Scripts>,
+    pub(crate) ttl_ms: fn(Duration) -> u64,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    Scripts::new(&Sources {
+        prelude: PRELUDE,
+        read: READ,
+        trip: TRIP,
+        begin: BEGIN,
+        lease: LEASE,
+        record: RECORD,
+        close: CLOSE,
+        restart: RESTART,
+        restore: RESTORE,
+        poll: POLL,
+    })
 });
 
-/// The SHA1 digests of the nine scripts, in the order read, trip_open,
-/// begin_half_open_if_elapsed, lease_probe, record_probe, close,
-/// restart_stalled_round, restore, poll.
+/// interlock's own layout.
+pub(crate) const INTERLOCK: Dialect = Dialect {
+    scripts: &SCRIPTS,
+    ttl_ms,
+};
+
+/// The SHA1 digests of interlock's own nine scripts, in the order of
+/// [`Scripts::digests`].
 pub(crate) fn digests() -> [&'static str; 9] {
-    let s = &*SCRIPTS;
-    [
-        s.read.get_hash(),
-        s.trip.get_hash(),
-        s.begin.get_hash(),
-        s.lease.get_hash(),
-        s.record.get_hash(),
-        s.close.get_hash(),
-        s.restart.get_hash(),
-        s.restore.get_hash(),
-        s.poll.get_hash(),
-    ]
+    SCRIPTS.digests()
 }
 
 /// A TTL as whole milliseconds for `PEXPIRE`: rounded up, at least 1 (a
@@ -178,7 +232,18 @@ impl Op {
     /// The script call for the hash at `key`; an applied write publishes
     /// its notice on `channel` (nothing when it is empty).
     pub(crate) fn invocation(self, key: &str, channel: &str) -> ScriptInvocation<'static> {
-        let s: &'static Scripts = &SCRIPTS;
+        self.invocation_in(INTERLOCK, key, channel)
+    }
+
+    /// The script call for the hash at `key` in `dialect`.
+    pub(crate) fn invocation_in(
+        self,
+        dialect: Dialect,
+        key: &str,
+        channel: &str,
+    ) -> ScriptInvocation<'static> {
+        let s: &'static Scripts = dialect.scripts;
+        let ttl_ms = dialect.ttl_ms;
         match self {
             Op::Read => s.read.key(key),
             Op::Trip { ttl, expected } => {
@@ -267,7 +332,18 @@ pub(crate) fn poll_invocation(
     channel: &str,
     key: impl Fn(&str) -> String,
 ) -> ScriptInvocation<'static> {
-    let s: &'static Scripts = &SCRIPTS;
+    poll_invocation_in(INTERLOCK, requests, channel, key)
+}
+
+/// The `poll` script call of `dialect` for `requests`.
+pub(crate) fn poll_invocation_in(
+    dialect: Dialect,
+    requests: &[PollRequest<'_>],
+    channel: &str,
+    key: impl Fn(&str) -> String,
+) -> ScriptInvocation<'static> {
+    let s: &'static Scripts = dialect.scripts;
+    let ttl_ms = dialect.ttl_ms;
     let mut inv = s.poll.prepare_invoke();
     inv.arg(channel);
     for request in requests {

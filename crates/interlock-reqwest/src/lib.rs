@@ -156,6 +156,28 @@ impl NameResolver<Request> for UrlHostAndPort {
     }
 }
 
+/// Names breakers by host alone, as the Python original interlock-cb does
+/// (`api.example.com` rather than `api.example.com:443`); see
+/// [`interlock::http::HostOnly`]. For services whose breakers are shared
+/// with Python ones through `interlock-redis`'s interlock-cb layout.
+///
+/// ```
+/// use interlock_reqwest::{CircuitBreakerMiddleware, HostOnly};
+///
+/// let middleware = CircuitBreakerMiddleware::builder().name_resolver(HostOnly).build()?;
+/// # let _ = middleware;
+/// # Ok::<(), interlock::http::BuildError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostOnly;
+
+impl NameResolver<Request> for HostOnly {
+    fn resolve(&self, request: &Request) -> Option<String> {
+        let host = request.url().host_str().filter(|h| !h.is_empty())?;
+        Some(interlock::http::HostOnly::normalize(host))
+    }
+}
+
 struct Shared<M> {
     registry: HostRegistry<M>,
     resolver: Box<dyn NameResolver<Request>>,

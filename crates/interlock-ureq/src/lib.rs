@@ -154,6 +154,27 @@ impl NameResolver<Parts> for UriHostAndPort {
     }
 }
 
+/// Names breakers by host alone, as the Python original interlock-cb does
+/// (`api.example.com` rather than `api.example.com:443`); see
+/// [`interlock::http::HostOnly`]. For services whose breakers are shared
+/// with Python ones through `interlock-redis`'s interlock-cb layout.
+///
+/// ```
+/// use interlock_ureq::{CircuitBreakerMiddleware, HostOnly};
+///
+/// let middleware = CircuitBreakerMiddleware::builder().name_resolver(HostOnly).build()?;
+/// # let _ = middleware;
+/// # Ok::<(), interlock::http::BuildError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostOnly;
+
+impl NameResolver<Parts> for HostOnly {
+    fn resolve(&self, request: &Parts) -> Option<String> {
+        interlock::http::HostOnly::of_uri(&request.uri)
+    }
+}
+
 struct Shared<M> {
     registry: HostRegistry<M>,
     resolver: Box<dyn NameResolver<Parts>>,

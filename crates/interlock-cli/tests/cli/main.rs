@@ -8,6 +8,13 @@
 
 mod support;
 
+// The Python original in a process, shared with interlock-redis's
+// mixed-fleet tests.
+mod polyglot;
+#[path = "../../../interlock-redis/tests/polyglot/python.rs"]
+#[allow(dead_code)]
+mod python;
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -751,4 +758,69 @@ fn ages_are_measured_on_the_server_clock() {
     );
     assert!(doc["open_for_ms"].as_u64().unwrap() < 30_000);
     assert!(open.opened_at > Timestamp::from_secs(1_600_000_000));
+}
+
+#[test]
+fn the_interlock_cb_layout_lists_trips_and_closes_the_originals_keys() {
+    let server = Server::start();
+    let python = RedisStorage::from_client(server.client(), Duration::from_secs(2))
+        .layout(interlock_redis::Layout::InterlockCb)
+        .build()
+        .unwrap();
+    python.trip_open(ODD, TTL, None).unwrap();
+    python.close("payments", TTL, None).unwrap();
+    // A breaker of interlock's own layout is not under the original's prefix.
+    storage(&server).trip_open("ours", TTL, None).unwrap();
+
+    let cb = |args: &[&str]| {
+        let mut cmd = cli(&server, &["--layout", "interlock-cb"]);
+        cmd.args(args);
+        cmd
+    };
+    let out = run(cb(&["list", "--json"])).expect_code(0);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["prefix"], "interlock:cb:");
+    let keys: Vec<&str> = doc["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        ["interlock:cb:db {primary} 名前 ü%", "interlock:cb:payments"]
+    );
+
+    let out = run(cb(&["trip", "payments", "--yes"])).expect_code(0);
+    assert!(
+        out.stdout.contains("now OPEN v2 (was CLOSED v1"),
+        "{out:#?}"
+    );
+    assert_eq!(python.read("payments").unwrap().unwrap().state, State::Open);
+    let out = run(cb(&["close", ODD, "--yes"])).expect_code(0);
+    assert!(
+        out.stdout.contains("now CLOSED v2 (was OPEN v1"),
+        "{out:#?}"
+    );
+    let out = run(cb(&["show", ODD])).expect_code(0);
+    assert!(
+        out.stdout
+            .contains("key:         interlock:cb:db {primary} 名前 ü%\n"),
+        "{}",
+        out.stdout
+    );
+    // `watch` polls: the original publishes no change notices.
+    let out = run(cb(&["watch", "--interval", "50ms", "--for", "300ms"])).expect_code(0);
+    assert!(
+        out.stderr
+            .contains("under `interlock:cb:` on redis://127.0.0.1")
+            && out.stderr.contains("polling every 50ms; Ctrl-C to stop"),
+        "{out:#?}"
+    );
+    assert!(out.stdout.contains("payments: OPEN v2"), "{out:#?}");
+    // The environment chooses the layout too; a wrong one is a usage error.
+    let mut cmd = cli(&server, &["show", "payments"]);
+    cmd.env("INTERLOCK_LAYOUT", "interlock-cb");
+    assert!(run(cmd).expect_code(0).stdout.contains("state:       OPEN"));
+    run(cli(&server, &["--layout", "pybreaker", "list"])).expect_code(2);
 }

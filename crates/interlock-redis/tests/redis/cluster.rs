@@ -80,6 +80,35 @@ fn both_storages_work_on_a_three_node_cluster() {
         }
     }
 
+    // The interlock-cb layout: the original's untagged prefix and verbatim
+    // names spread the keys over the nodes (a name's own `{tag}` chooses
+    // its slot); every script touches one key, and a batched poll falls
+    // back to one call per key.
+    let original = RedisStorage::builder(client.get_connection().unwrap())
+        .layout(interlock_redis::Layout::InterlockCb)
+        .build()
+        .unwrap();
+    blocking::version_sequence(&original, &time);
+    blocking::concurrent_leases_respect_budget(&original, &time);
+    assert_eq!(
+        slot(&mut admin, &original.key("a {cb} b")),
+        tag_slot,
+        "the name's own hash tag"
+    );
+    for name in names.iter().step_by(3) {
+        original.trip_open(name, TTL, None).unwrap();
+    }
+    for _ in 0..2 {
+        let answers = original.poll_many(&reqs).unwrap();
+        for (name, answer) in names.iter().zip(answers) {
+            let expect = original
+                .read(name)
+                .unwrap()
+                .unwrap_or_else(SharedState::closed);
+            assert_eq!(answer.unwrap(), expect, "{name}");
+        }
+    }
+
     // Notices: published on the node that owns the key, delivered to a
     // subscriber on any node.
     let inbox = Inbox::new();

@@ -20,6 +20,7 @@ mod contract;
 mod faults;
 mod fleet;
 mod hostile;
+mod interlock_cb;
 mod liveness;
 mod notices;
 mod push;

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use interlock::http::{BuildError, HttpStatusClassifier, NameError};
 use interlock::{CircuitOpenError, Config, ManualClock, Registry, SlidingWindow, State};
-use interlock_reqwest::{CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, rejection};
+use interlock_reqwest::{
+    CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, HostOnly, rejection,
+};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 use server::{TestServer, closed_addr};
@@ -432,4 +434,23 @@ async fn an_inner_breakers_rejection_is_ignored_by_the_host_breaker() {
     let host = middleware.registry().get_existing(&server.name()).unwrap();
     assert_eq!(host.snapshot().total_calls, 0);
     assert_eq!(host.state(), State::Closed);
+}
+
+#[tokio::test]
+async fn host_only_names_breakers_by_host_as_the_python_original() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let middleware = tight(&ManualClock::new())
+        .name_resolver(HostOnly)
+        .build()
+        .unwrap();
+    let client = client(&middleware);
+    // Two ports of one host share the breaker named by the host alone.
+    status(&client, &a.url("/status/500")).await;
+    status(&client, &b.url("/status/500")).await;
+    assert_eq!(middleware.registry().names(), ["127.0.0.1"]);
+    let err = client.get(a.url("/status/200")).send().await.unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), "127.0.0.1");
+    let v6 = format!("http://[::1]:{}/status/200", a.addr().port());
+    let _ = client.get(&v6).send().await; // refused or not: only the name matters
+    assert_eq!(middleware.registry().names(), ["127.0.0.1", "::1"]);
 }

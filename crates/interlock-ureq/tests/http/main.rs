@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use interlock::http::{BuildError, HttpStatusClassifier, NameError};
 use interlock::{CircuitOpenError, Config, ManualClock, Registry, SlidingWindow, State};
-use interlock_ureq::{CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, rejection};
+use interlock_ureq::{
+    CircuitBreakerMiddleware, CircuitBreakerMiddlewareBuilder, HostOnly, rejection,
+};
 use ureq::Agent;
 use ureq::http::request::Parts;
 
@@ -421,4 +423,19 @@ fn a_retry_around_the_agent_never_sends_into_an_open_host() {
     assert!(result.unwrap_err().find_rejection().is_some());
     assert_eq!(attempts.load(Ordering::SeqCst), 1);
     assert_eq!(server.hits(), hits, "the open host was never asked");
+}
+
+#[test]
+fn host_only_names_breakers_by_host_as_the_python_original() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let middleware = tight(&ManualClock::new())
+        .name_resolver(HostOnly)
+        .build()
+        .unwrap();
+    let agent = agent(&middleware);
+    status(&agent, &a.url("/status/500"));
+    status(&agent, &b.url("/status/500"));
+    assert_eq!(middleware.registry().names(), ["127.0.0.1"]);
+    let err = agent.get(a.url("/status/200")).call().unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), "127.0.0.1");
 }

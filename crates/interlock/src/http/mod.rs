@@ -9,9 +9,10 @@
 //!
 //! - **One breaker per name**, created on first use in a [`Registry`]
 //!   ([`HostRegistry`]: owned by the adapter, or shared between clients).
-//!   The name comes from a [`NameResolver`], by default [`HostAndPort`]; a
-//!   request without a host, or a resolver returning a blank name, is a
-//!   [`NameError`] before any I/O.
+//!   The name comes from a [`NameResolver`], by default [`HostAndPort`]
+//!   (`host:port`; [`HostOnly`] names breakers by host alone, as the Python
+//!   original does); a request without a host, or a resolver returning a
+//!   blank name, is a [`NameError`] before any I/O.
 //! - **One failure policy**, [`HttpStatusClassifier`]: 429, 500, 502, 503,
 //!   504 and transport errors are failures, the caller's own bugs are
 //!   successes, a full local pool or bulkhead is inconclusive.
@@ -89,7 +90,7 @@ mod registry;
 mod service;
 
 pub use classify::{DEFAULT_FAILURE_STATUSES, HttpStatusClassifier};
-pub use name::{HostAndPort, NameError, NameResolver};
+pub use name::{HostAndPort, HostOnly, NameError, NameResolver};
 pub use registry::{BuildError, HostRegistry, HostRegistryBuilder};
 pub use service::{
     KeyedCircuitBreaker, KeyedCircuitBreakerLayer, KeyedCircuitBreakerLayerBuilder, future,

@@ -1,5 +1,6 @@
-//! Breaker names for requests: the default host-and-port key, custom
-//! resolvers and the checks every adapter applies before any I/O.
+//! Breaker names for requests: the default host-and-port key, the
+//! original's host-only key, custom resolvers and the checks every adapter
+//! applies before any I/O.
 
 use std::error::Error;
 use std::fmt;
@@ -85,6 +86,70 @@ impl HostAndPort {
 impl<B> NameResolver<http::Request<B>> for HostAndPort {
     fn resolve(&self, request: &http::Request<B>) -> Option<String> {
         HostAndPort::of_uri(request.uri())
+    }
+}
+
+/// Breaker names as the Python original (interlock-cb 2.8) forms them in
+/// its httpx, requests and aiohttp integrations: the request URI's host
+/// alone, lower-cased, an IPv6 literal without its brackets, no port.
+///
+/// Give it to a client adapter whose breakers share state with Python
+/// services (the `interlock-redis` interlock-cb layout), so both sides key
+/// the same dependency with the same name: `api.example.com`, where
+/// [`HostAndPort`] would say `api.example.com:443`. Requests to two ports
+/// of one host then share one breaker, as in the original.
+///
+/// Where the original's integrations disagree among themselves, name those
+/// hosts with a resolver of your own on one side: httpx keeps the case of
+/// an IPv6 literal (`FE80::1`) and shows an internationalised host whose
+/// first label is punycode in Unicode, while requests gives both as this
+/// resolver does (lower case, punycode as sent).
+///
+/// ```
+/// use interlock::http::{HostOnly, NameResolver};
+///
+/// let request = http::Request::get("https://API.Example.com:8443/v1").body(())?;
+/// assert_eq!(HostOnly.resolve(&request).as_deref(), Some("api.example.com"));
+/// let v6 = http::Request::get("http://[::1]:9/").body(())?;
+/// assert_eq!(HostOnly.resolve(&v6).as_deref(), Some("::1"));
+/// assert_eq!(HostOnly.resolve(&http::Request::get("/v1").body(())?), None);
+/// # Ok::<(), http::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostOnly;
+
+impl HostOnly {
+    /// The name for `uri`, `None` without a host.
+    #[must_use]
+    pub fn of_uri(uri: &http::Uri) -> Option<String> {
+        uri.host()
+            .filter(|h| !h.is_empty())
+            .map(HostOnly::normalize)
+    }
+
+    /// The name for a host as a client's URL type gives it (with or
+    /// without the brackets of an IPv6 literal): lower-cased, brackets
+    /// removed.
+    ///
+    /// ```
+    /// use interlock::http::HostOnly;
+    ///
+    /// assert_eq!(HostOnly::normalize("[FE80::1]"), "fe80::1");
+    /// assert_eq!(HostOnly::normalize("Example.COM."), "example.com.");
+    /// ```
+    #[must_use]
+    pub fn normalize(host: &str) -> String {
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        host.to_ascii_lowercase()
+    }
+}
+
+impl<B> NameResolver<http::Request<B>> for HostOnly {
+    fn resolve(&self, request: &http::Request<B>) -> Option<String> {
+        HostOnly::of_uri(request.uri())
     }
 }
 
@@ -181,6 +246,29 @@ mod tests {
             let uri: http::Uri = uri.parse().unwrap();
             assert_eq!(HostAndPort::of_uri(&uri).as_deref(), name, "{uri}");
         }
+    }
+
+    #[test]
+    fn host_only_table() {
+        for (uri, name) in [
+            ("http://a.example/x", Some("a.example")),
+            ("HTTPS://A.Example:8443/", Some("a.example")),
+            ("http://127.0.0.1:1/", Some("127.0.0.1")),
+            ("http://[::1]:9/", Some("::1")),
+            ("http://[FE80::1]/", Some("fe80::1")),
+            (
+                "http://xn--fiqs8s.icom.museum/",
+                Some("xn--fiqs8s.icom.museum"),
+            ),
+            ("http://example.com./", Some("example.com.")),
+            ("ftp://files.example/", Some("files.example")),
+            ("/relative", None),
+            ("*", None),
+        ] {
+            let uri: http::Uri = uri.parse().unwrap();
+            assert_eq!(HostOnly::of_uri(&uri).as_deref(), name, "{uri}");
+        }
+        assert_eq!(HostOnly::normalize("[unclosed"), "[unclosed");
     }
 
     #[test]
