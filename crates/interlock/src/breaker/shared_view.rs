@@ -8,12 +8,12 @@ use std::fmt;
 use std::time::Duration;
 
 use super::Inner;
+use crate::breaker::coordinator::Write;
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::event::Event;
-use crate::machine::State;
-use crate::storage::SharedState;
-use crate::storage::coordinator::Write;
+use crate::state::State;
+use crate::store::SharedState;
 
 /// How long a shared HALF_OPEN round may go with no slot left and no
 /// progress before a coordinator restarts it (R17.10).
@@ -134,7 +134,7 @@ pub(crate) enum Call {
     /// `trip_open`, fenced or not.
     Trip(Option<u64>),
     /// `record_probe`.
-    Record(crate::machine::Outcome),
+    Record(crate::state::Outcome),
     /// `restore` over `expected`.
     Restore { expected: u64, state: SharedState },
 }

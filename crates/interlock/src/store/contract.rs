@@ -46,7 +46,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock, MonotonicClock};
-use crate::machine::{Outcome, State};
+use crate::state::{Outcome, State};
 
 use super::{
     AsyncStorage, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
@@ -1392,7 +1392,7 @@ macro_rules! suite {
         /// panics, naming the rule, on a violation.
         pub mod blocking {
             use super::{Blocking, StorageTime, block_on, rules};
-            use crate::storage::Storage;
+            use crate::store::Storage;
 
             $(
                 $(#[doc = $doc])+
@@ -1422,7 +1422,7 @@ macro_rules! suite {
         /// panics, naming the rule, on a violation. The futures are `Send`.
         pub mod asynchronous {
             use super::{NonBlocking, StorageTime, rules};
-            use crate::storage::AsyncStorage;
+            use crate::store::AsyncStorage;
 
             $(
                 $(#[doc = $doc])+

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::clock::{Clock, ClockHandle, Timestamp};
-use crate::machine::{Outcome, State};
+use crate::state::{Outcome, State};
 
 use super::{
     AsyncStorage, Notice, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage,

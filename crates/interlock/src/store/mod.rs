@@ -1,25 +1,13 @@
-//! Shared state across a fleet: the storage contract, an in-memory storage,
-//! and the coordinator that keeps breakers in step with it.
-//!
-//! A storage holds one record per breaker name, [`SharedState`], and changes
-//! it only through the eight *intent* operations of [`Storage`] (blocking)
-//! or [`AsyncStorage`]: each is atomic, writes are fenced by version where a
-//! stale decision could overwrite a newer one, every applied write refreshes
-//! a TTL, and elapsed checks use the storage's own clock (R16). Two of them
-//! exist for liveness (issue 21): [`Storage::restart_stalled_round`] ends a
-//! HALF_OPEN round whose probes will never report, and [`Storage::restore`]
-//! repairs a record whose history went backwards.
-//!
-//! The local machine keeps owning the window and trip detection; the storage
-//! owns the shared OPEN / HALF_OPEN state and the fleet-wide probe budget.
+//! The storage layer behind [`crate::storage`]: the contract
+//! ([`Storage`], [`AsyncStorage`], [`SharedState`]) and [`MemoryStorage`].
+//! It names no breaker internals; the coordination lane that connects
+//! breakers to a storage lives in `breaker::coordinator`, above both.
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod contract;
-pub(crate) mod coordinator;
 mod memory;
 mod notice;
-mod operator;
 mod poll;
 mod settings;
 #[cfg(feature = "testing")]
@@ -34,9 +22,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::machine::{Outcome, State};
+use crate::state::{Outcome, State};
 
-pub use coordinator::Coordinator;
 pub use notice::{Notice, NoticeHandler, NoticeSink};
 pub use poll::PollRequest;
 pub use settings::{StorageSettings, StorageSettingsBuilder};

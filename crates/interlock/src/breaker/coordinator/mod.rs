@@ -8,6 +8,8 @@
 //! and is driven by [`Coordinator::poll`] and [`Coordinator::run_writes`],
 //! for deterministic tests and simulations.
 
+mod operator;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
@@ -20,10 +22,10 @@ use std::time::{Duration, Instant};
 use crate::background::{self, Owner};
 use crate::breaker::Inner;
 use crate::clock::Timestamp;
-use crate::machine::Outcome;
 use crate::mode::{Async, Blocking};
+use crate::state::Outcome;
 
-use super::{
+use crate::store::{
     AsyncStorage, Notice, NoticeHandler, NoticeSink, PollAnswers, PollRequest, ProbeLease,
     SharedState, Storage, StorageError, StorageSettings,
 };
@@ -76,7 +78,7 @@ async fn isolated(round: impl Future<Output = ()>) {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round.as_mut().poll(cx))) {
             Ok(poll) => poll,
             Err(payload) => {
-                crate::event::drop_payload(payload);
+                crate::background::drop_payload(payload);
                 std::task::Poll::Ready(())
             }
         }
