@@ -140,7 +140,7 @@ impl Layout {
     pub fn name_of(self, rest: &[u8]) -> Option<String> {
         let text = std::str::from_utf8(rest).ok()?;
         match self {
-            Layout::Interlock => crate::inspect::decode_name(text),
+            Layout::Interlock => crate::key::decode_canonical_name(text),
             Layout::InterlockCb => Some(text.to_owned()),
         }
     }
