@@ -220,6 +220,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod changes;
 mod error;
 pub mod inspect;
 mod interlock_cb;
@@ -239,9 +240,10 @@ pub use layout::{Layout, UnknownLayout};
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 
-/// The SHA1 digests of the nine scripts (read, trip_open,
+/// The SHA1 digests of the ten scripts (read, trip_open,
 /// begin_half_open_if_elapsed, lease_probe, record_probe, close,
-/// restart_stalled_round, restore, and the batched poll), as sent with
+/// restart_stalled_round, restore, the batched poll and the change poll of
+/// issue 29), as sent with
 /// `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy allow-lists
 /// in a locked-down deployment.
 ///
@@ -250,6 +252,6 @@ pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 /// assert!(digests.iter().all(|d| d.len() == 40));
 /// ```
 #[must_use]
-pub fn script_digests() -> [&'static str; 9] {
+pub fn script_digests() -> [&'static str; 10] {
     scripts::digests()
 }
