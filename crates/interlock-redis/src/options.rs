@@ -353,6 +353,15 @@ macro_rules! knobs {
             self
         }
 
+        /// Read every breaker at least this often even with the
+        /// [change index](Self::change_index) (default 5 minutes): the
+        /// safety net for writers that do not keep the index; see
+        /// [`StorageSettings::full_poll_interval`](interlock::storage::StorageSettings::full_poll_interval).
+        pub fn full_poll_interval(mut self, interval: Duration) -> Self {
+            self.options.settings = self.options.settings.full_poll_interval(interval);
+            self
+        }
+
         /// Keep a change index (default on; issue 29): every applied write
         /// also bumps an epoch and logs its key in two sorted sets next to
         /// the breakers (`<key_prefix>%changes`, the last 10,000 writes, and
@@ -368,8 +377,10 @@ macro_rules! knobs {
         /// so the index shares the breakers' cluster slot; and never in the
         /// [interlock-cb layout](Self::layout), whose instances would not
         /// keep it. Writers that do not keep it (an older release of this
-        /// crate, the Python original) are invisible to the index: turn it
-        /// off while such writers share the prefix.
+        /// crate during a rolling upgrade) are invisible to the index until
+        /// the next [full poll](Self::full_poll_interval) (their notices
+        /// still arrive at once): turn it off, or shorten that interval,
+        /// while such writers share the prefix.
         pub fn change_index(mut self, on: bool) -> Self {
             self.options.change_index = on;
             self

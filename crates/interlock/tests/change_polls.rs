@@ -327,3 +327,25 @@ fn r17_12_async_coordinators_poll_changes_too() {
         );
     });
 }
+
+#[test]
+fn r17_12_every_full_poll_interval_a_poll_reads_everything() {
+    let clock = ManualClock::new();
+    let storage = MemoryStorage::builder()
+        .clock(clock.clone())
+        .settings(
+            StorageSettings::builder()
+                .notifications(false)
+                .poll_interval(Duration::from_secs(1))
+                .full_poll_interval(Duration::from_secs(3))
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let lane = Coordinator::manual(storage.clone());
+    let _breakers: Vec<_> = (0..10)
+        .map(|i| breaker(&lane, &clock, &format!("host-{i}")))
+        .collect();
+    let reads: Vec<u64> = (0..8).map(|_| poll(&storage, &lane).reads).collect();
+    assert_eq!(reads, [10, 0, 0, 10, 0, 0, 10, 0]);
+}

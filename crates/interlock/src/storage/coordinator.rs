@@ -278,6 +278,8 @@ struct LaneState {
     /// Where the last batched poll left the storage's change history
     /// (R17.12): the next one asks only for what changed since.
     epoch: Option<Epoch>,
+    /// Change polls since the last full one (R17.12).
+    change_polls: u64,
 }
 
 impl LaneState {
@@ -686,9 +688,16 @@ impl Lane {
         }
     }
 
-    /// The epoch the next batched poll asks from.
+    /// The epoch the next batched poll asks from: none when a full poll
+    /// is due (every `full_poll_interval`, R17.12).
     fn epoch(&self) -> Option<Epoch> {
-        self.state().epoch
+        let mut st = self.state();
+        if st.change_polls >= self.settings.polls_per_full_poll() {
+            st.change_polls = 1; // this full poll is the first of the next round
+            return None;
+        }
+        st.change_polls += 1;
+        st.epoch
     }
 
     /// Polls every breaker (R17.2): in one [`Storage::poll_changes`] when
