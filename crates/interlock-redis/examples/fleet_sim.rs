@@ -17,14 +17,26 @@
 //! `--change-rate` [0.01] (changes per breaker per second: a change is a
 //! trip of a CLOSED breaker, or the close that follows it `--hold-ms`
 //! [500] later), `--seconds` [30] measured after a warm-up, `--poll-ms`
-//! [1000], `--notices` [on|off], `--modes` [full,index] (`full`: the
-//! change index off, every poll reads every breaker; `index`: the
-//! default).
+//! [1000], `--notices` [on|off], `--modes` [none,full,index] (`none`: the
+//! same instances, subscriptions and writes, but no poll after the first,
+//! the baseline; `full`: the change index off, every poll reads every
+//! breaker; `index`: the default).
 //!
-//! The CPU figure is all the server did in the window divided by the
-//! instances' polls: the writer's writes, their notices to every
-//! subscriber and the server's own housekeeping are in it, so it is an
-//! upper bound on what a poll costs.
+//! Per mode it prints the server's CPU in the window (`cpu ms`: all of it,
+//! the writer's writes, their notices to every subscriber and the server's
+//! housekeeping included), and per instance-poll: `cpu us/poll`, the CPU
+//! above the `none` baseline divided by the polls (what the polls added),
+//! `script us/poll`, the `EVALSHA` time of `INFO commandstats` above the
+//! baseline's, divided by the polls (the scripts alone, without the
+//! network), and the commands each poll sent (`evalsha`) and ran inside
+//! its script (`hmget`: breaker hashes read; `zset`: index lookups).
+//!
+//! Before the fleet, a probe (`--probe` [2000] polls, 0 to skip) measures
+//! one poll alone on the server: one storage polls every breaker (all of
+//! them written, so every hash exists) after each batch of writes (the
+//! changes one poll interval brings at the change rate), and the CPU of the
+//! same writes without polls is taken off. The full read is probed with a
+//! tenth of the polls.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line tool
 
 use std::collections::HashMap;
@@ -56,6 +68,7 @@ struct Args {
     poll: Duration,
     notices: bool,
     modes: Vec<String>,
+    probe: usize,
 }
 
 fn parse_args() -> Result<Args, Error> {
@@ -67,7 +80,8 @@ fn parse_args() -> Result<Args, Error> {
         seconds: 30,
         poll: Duration::from_millis(1000),
         notices: true,
-        modes: vec!["full".into(), "index".into()],
+        modes: vec!["none".into(), "full".into(), "index".into()],
+        probe: 2000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -81,6 +95,7 @@ fn parse_args() -> Result<Args, Error> {
             "--poll-ms" => a.poll = Duration::from_millis(value.parse()?),
             "--notices" => a.notices = value == "on",
             "--modes" => a.modes = value.split(',').map(str::to_owned).collect(),
+            "--probe" => a.probe = value.parse()?,
             _ => return Err(format!("unknown option {flag}").into()),
         }
     }
@@ -147,17 +162,27 @@ fn server_cpu(con: &mut redis::Connection) -> Result<f64, Error> {
     Ok(field("used_cpu_sys") + field("used_cpu_user"))
 }
 
-/// `INFO commandstats`: calls per command.
+/// `INFO commandstats`: calls per command, and `<command>.usec`: the
+/// microseconds spent in it.
 fn command_calls(con: &mut redis::Connection) -> Result<HashMap<String, u64>, Error> {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con)?;
-    Ok(info
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.parse().ok()?))
-        })
-        .collect())
+    let mut out = HashMap::new();
+    for line in info.lines() {
+        let Some((name, stats)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|rest| rest.split_once(':'))
+        else {
+            continue;
+        };
+        for (field, key) in [("calls=", name.to_owned()), ("usec=", format!("{name}.usec"))] {
+            if let Some(v) = stats.split(',').find_map(|kv| kv.strip_prefix(field))
+                && let Ok(v) = v.parse()
+            {
+                out.insert(key, v);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A storage that counts the coordinator's batched polls and delegates
@@ -298,7 +323,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-fn run(server: &Server, args: &Args, index: bool) -> Result<Report, Error> {
+fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
+    let index = mode == "index";
     let mut admin = server.admin()?;
     let _: () = redis::cmd("FLUSHALL").query(&mut admin)?;
     let ttl = Duration::from_secs(300);
@@ -307,10 +333,16 @@ fn run(server: &Server, args: &Args, index: bool) -> Result<Report, Error> {
     let config = Config::builder()
         .wait_duration_in_open(Duration::from_secs(30))
         .build()?;
+    let baseline = mode == "none";
+    let poll_interval = if baseline {
+        Duration::from_secs(3600)
+    } else {
+        args.poll
+    };
     let mut instances = Vec::with_capacity(args.instances);
     for _ in 0..args.instances {
         let storage = RedisStorage::from_client(server.client(), Duration::from_secs(2))
-            .poll_interval(args.poll)
+            .poll_interval(poll_interval)
             .state_ttl(ttl)
             .notifications(args.notices)
             .change_index(index)
@@ -337,7 +369,8 @@ fn run(server: &Server, args: &Args, index: bool) -> Result<Report, Error> {
     // connections open, the first full polls done).
     let n = u64::try_from(args.instances)?;
     let deadline = Instant::now() + Duration::from_secs(120);
-    while polls.load(Ordering::Relaxed) < 3 * n {
+    let warm = if baseline { n } else { 3 * n };
+    while polls.load(Ordering::Relaxed) < warm {
         if Instant::now() > deadline {
             return Err("the instances did not poll within 2 minutes".into());
         }
@@ -361,7 +394,7 @@ fn run(server: &Server, args: &Args, index: bool) -> Result<Report, Error> {
             let tick = Duration::from_millis(10);
             let per_tick = args.change_rate * names.len() as f64 * tick.as_secs_f64();
             let everyone: Vec<usize> = (0..args.instances).collect();
-            let mut record = |breaker: usize, version: u64| {
+            let record = |breaker: usize, version: u64| {
                 writes.fetch_add(1, Ordering::Relaxed);
                 pending.lock().expect("not poisoned").push(Change {
                     breaker,
@@ -469,6 +502,53 @@ fn run(server: &Server, args: &Args, index: bool) -> Result<Report, Error> {
     })
 }
 
+/// The server CPU of one poll, alone on the server: `polls` polls of
+/// `breakers` existing hashes by one storage, each after `changes`
+/// writes; the CPU of the same writes without polls is measured first and
+/// taken off. Returns microseconds per poll.
+fn probe(server: &Server, breakers: usize, index: bool, changes: usize, polls: usize) -> Result<f64, Error> {
+    let mut admin = server.admin()?;
+    let _: () = redis::cmd("FLUSHALL").query(&mut admin)?;
+    let ttl = Duration::from_secs(300);
+    let s = RedisStorage::from_client(server.client(), Duration::from_secs(2))
+        .notifications(false)
+        .change_index(index)
+        .build()?;
+    let names: Vec<String> = (0..breakers).map(|i| format!("host-{i}")).collect();
+    for name in &names {
+        s.close(name, ttl, None)?;
+    }
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut write = |s: &RedisStorage<redis::Connection>| -> Result<(), Error> {
+        for _ in 0..changes {
+            s.close(&names[rng.below(names.len())], ttl, None)?;
+        }
+        Ok(())
+    };
+    // The writes alone.
+    let cpu0 = server_cpu(&mut admin)?;
+    for _ in 0..polls {
+        write(&s)?;
+    }
+    let writes_only = server_cpu(&mut admin)? - cpu0;
+    // The same writes, each batch followed by a poll of every breaker.
+    let reads: Vec<PollRequest<'_>> = names.iter().map(|name| PollRequest::Read { name }).collect();
+    let ifs: Vec<PollRequest<'_>> = names
+        .iter()
+        .map(|name| PollRequest::ReadIfChanged { name })
+        .collect();
+    let mut epoch = s.poll_changes(None, &reads)?.epoch;
+    let cpu0 = server_cpu(&mut admin)?;
+    for _ in 0..polls {
+        write(&s)?;
+        let poll = s.poll_changes(epoch, if epoch.is_some() { &ifs } else { &reads })?;
+        epoch = poll.epoch;
+    }
+    let with_polls = server_cpu(&mut admin)? - cpu0;
+    #[allow(clippy::cast_precision_loss)]
+    Ok((with_polls - writes_only).max(0.0) * 1e6 / polls as f64)
+}
+
 fn main() -> Result<(), Error> {
     let args = parse_args()?;
     let server = Server::start()?;
@@ -484,12 +564,13 @@ fn main() -> Result<(), Error> {
         args.seconds
     );
     println!(
-        "{:<6} {:>7} {:>7} {:>9} {:>12} {:>12} {:>11} {:>11} {:>10} {:>10} {:>7}",
+        "{:<6} {:>6} {:>6} {:>8} {:>11} {:>14} {:>12} {:>10} {:>9} {:>9} {:>9} {:>6}",
         "mode",
         "polls",
         "writes",
         "cpu ms",
         "cpu us/poll",
+        "script us/poll",
         "evalsha/poll",
         "hmget/poll",
         "zset/poll",
@@ -497,15 +578,30 @@ fn main() -> Result<(), Error> {
         "prop p99",
         "missed"
     );
+    if args.probe > 0 {
+        let changes = (args.change_rate * args.breakers as f64 * args.poll.as_secs_f64()).round();
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let changes = changes as usize;
+        let full = probe(&server, args.breakers, false, changes, args.probe / 10)?;
+        let idle = probe(&server, args.breakers, true, 0, args.probe)?;
+        let changed = probe(&server, args.breakers, true, changes, args.probe)?;
+        println!(
+            "probe ({} polls alone on the server, {} existing breakers): server CPU per poll: \
+             full read {full:.1} us; change poll {idle:.1} us idle, {changed:.1} us after {changes} \
+             changes (1/{:.0} of the full read)",
+            args.probe,
+            args.breakers,
+            full / changed.max(0.001)
+        );
+    }
+    let mut base: Option<(f64, f64, f64)> = None;
     for mode in &args.modes {
-        let index = match mode.as_str() {
-            "full" => false,
-            "index" => true,
-            other => return Err(format!("unknown mode {other}").into()),
-        };
-        let r = run(&server, &args, index)?;
+        if !["none", "full", "index"].contains(&mode.as_str()) {
+            return Err(format!("unknown mode {mode}").into());
+        }
+        let r = run(&server, &args, mode)?;
         #[allow(clippy::cast_precision_loss)]
-        let per_poll = |n: u64| n as f64 / r.polls.max(1) as f64;
+        let polls = r.polls.max(1) as f64;
         let get = |k: &str| r.calls.get(k).copied().unwrap_or(0);
         let zset: u64 = [
             "zadd",
@@ -517,18 +613,44 @@ fn main() -> Result<(), Error> {
         .iter()
         .map(|k| get(k))
         .sum();
+        // What the writes and the idle fleet cost, per write and per second.
         #[allow(clippy::cast_precision_loss)]
-        let cpu_per_poll_us = r.cpu_s * 1e6 / r.polls.max(1) as f64;
+        let (cpu_s, script_us, hmget) = (
+            r.cpu_s,
+            get("evalsha.usec") as f64,
+            get("hmget") as f64,
+        );
+        let (base_cpu, base_script, base_hmget) = base.unwrap_or((0.0, 0.0, 0.0));
+        if mode == "none" {
+            base = Some((cpu_s, script_us, hmget));
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let evalsha = get("evalsha").saturating_sub(r.writes) as f64;
+        if mode == "none" {
+            println!(
+                "{:<6} {:>6} {:>6} {:>8.1}   (the baseline: writes, notices and an idle fleet, \
+                 no polls)",
+                mode,
+                r.polls,
+                r.writes,
+                cpu_s * 1e3
+            );
+            continue;
+        }
+        let marginal = |x: f64, b: f64| (x - b).max(0.0);
+        #[allow(clippy::cast_precision_loss)]
+        let zset_per_poll = zset as f64 / polls;
         println!(
-            "{:<6} {:>7} {:>7} {:>9.1} {:>12.1} {:>12.2} {:>11.1} {:>11.1} {:>8.1}ms {:>8.1}ms {:>7}",
+            "{:<6} {:>6} {:>6} {:>8.1} {:>11.1} {:>14.1} {:>12.2} {:>10.1} {:>9.1} {:>7.1}ms {:>7.1}ms {:>6}",
             mode,
             r.polls,
             r.writes,
-            r.cpu_s * 1e3,
-            cpu_per_poll_us,
-            per_poll(get("evalsha").saturating_sub(r.writes)),
-            per_poll(get("hmget").saturating_sub(r.writes)),
-            per_poll(zset),
+            cpu_s * 1e3,
+            marginal(cpu_s, base_cpu) * 1e6 / polls,
+            marginal(script_us, base_script) / polls,
+            evalsha / polls,
+            marginal(hmget, base_hmget) / polls,
+            zset_per_poll,
             percentile(&r.latencies, 0.5).as_secs_f64() * 1e3,
             percentile(&r.latencies, 0.99).as_secs_f64() * 1e3,
             r.missed

@@ -338,51 +338,64 @@ return out
 pub(crate) const CHANGES: &str = r"
 index_key, expiry_key = KEYS[1], KEYS[2]
 local channel = ARGV[1]
-local epoch, mark = top_of(index_key)
-if epoch == 0 then
-  -- A history begins: its first epoch is this entry (no key), so the
-  -- cursor of every poll names a write of this history.
-  redis.call('ZADD', index_key, 1, '1:' .. digits(now_us()) .. ':')
-  redis.call('PEXPIRE', index_key, EXPIRY_RETAIN_MS)
-  epoch, mark = top_of(index_key)
-end
 local now_ms = math.floor(now_us() / 1000)
-local head = { 'full', epoch, mark, now_us() }
 local changed = {}
 local since = tonumber(ARGV[2])
-if since and since <= epoch and tonumber(ARGV[4]) - 1000 >= now_ms - EXPIRY_RETAIN_MS then
-  local at = redis.call('ZRANGEBYSCORE', index_key, since, since)
-  local known = at[1] ~= nil and string.match(at[1], '^%d+:(%d+):') == ARGV[3]
-  local max = tonumber(ARGV[5])
-  if known then
-    local seen, keys = {}, {}
-    local function add(key)
-      if not seen[key] then
-        seen[key] = true
-        keys[#keys + 1] = key
-      end
+local max = tonumber(ARGV[5])
+local epoch, mark, logged
+if since and tonumber(ARGV[4]) - 1000 >= now_ms - EXPIRY_RETAIN_MS then
+  -- One lookup: the cursor's own entry first (same epoch, same server
+  -- time: the same history), then every write since, the last being the
+  -- storage's epoch.
+  local r = redis.call('ZRANGEBYSCORE', index_key, since, '+inf', 'WITHSCORES', 'LIMIT', 0,
+    max + 2)
+  if r[1] and tonumber(r[2]) == since and string.match(r[1], '^%d+:(%d+):') == ARGV[3]
+      and #r <= 2 * (max + 1) then
+    logged = r
+    epoch = tonumber(r[#r])
+    mark = string.match(r[#r - 1], '^%d+:(%d+):') or '0'
+  end
+end
+if not logged then
+  epoch, mark = top_of(index_key)
+  if epoch == 0 then
+    -- A history begins: its first epoch is this entry (no key), so the
+    -- cursor of every poll names a write of this history.
+    redis.call('ZADD', index_key, 1, '1:' .. digits(now_us()) .. ':')
+    redis.call('PEXPIRE', index_key, EXPIRY_RETAIN_MS)
+    epoch, mark = top_of(index_key)
+  end
+end
+local head = { 'full', epoch, mark, now_us() }
+if logged then
+  -- The keys asked for below are answered there: not read twice.
+  local seen, keys = {}, {}
+  for i = 3, #KEYS do seen[KEYS[i]] = true end
+  local function add(key)
+    if key and key ~= '' and not seen[key] then
+      seen[key] = true
+      keys[#keys + 1] = key
     end
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', index_key, '(' .. digits(since), '+inf',
-        'LIMIT', 0, max + 1)) do
-      add(string.match(m, '^%d+:%d+:(.*)$'))
-    end
-    for _, key in ipairs(redis.call('ZRANGEBYSCORE', expiry_key,
-        '(' .. digits(tonumber(ARGV[4]) - 1000), now_ms, 'LIMIT', 0, max + 1)) do
-      add(key)
-    end
-    if #keys <= max then
-      head[1] = 'delta'
-      local prefix = ARGV[6]
-      for _, key in ipairs(keys) do
-        if string.sub(key, 1, #prefix) == prefix then
-          local ok, r = pcall(read, key)
-          if not ok then
-            if type(r) == 'table' then r = r.err or r.message end
-            r = { 'err', tostring(r) }
-          end
-          changed[#changed + 1] = key
-          changed[#changed + 1] = r
+  end
+  for i = 3, #logged, 2 do
+    add(string.match(logged[i], '^%d+:%d+:(.*)$'))
+  end
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', expiry_key,
+      '(' .. digits(tonumber(ARGV[4]) - 1000), now_ms, 'LIMIT', 0, max + 1)) do
+    add(key)
+  end
+  if #keys <= max then
+    head[1] = 'delta'
+    local prefix = ARGV[6]
+    for _, key in ipairs(keys) do
+      if string.sub(key, 1, #prefix) == prefix then
+        local ok, r = pcall(read, key)
+        if not ok then
+          if type(r) == 'table' then r = r.err or r.message end
+          r = { 'err', tostring(r) }
         end
+        changed[#changed + 1] = key
+        changed[#changed + 1] = r
       end
     end
   end
