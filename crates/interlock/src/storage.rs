@@ -26,7 +26,7 @@ pub use crate::store::testing;
 
 pub use crate::breaker::coordinator::Coordinator;
 pub use crate::store::{
-    AsyncStorage, MemoryStorage, MemoryStorageBuilder, Notice, NoticeHandler, NoticeSink,
-    PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError, StorageOps,
-    StorageSettings, StorageSettingsBuilder,
+    AsyncStorage, ChangePoll, Epoch, MemoryStorage, MemoryStorageBuilder, Notice, NoticeHandler,
+    NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
+    StorageOps, StorageSettings, StorageSettingsBuilder,
 };

@@ -15,6 +15,7 @@
 mod support;
 
 mod batch;
+mod changes;
 mod cluster;
 mod contract;
 mod faults;

@@ -385,7 +385,9 @@ impl Inner {
         };
         let issued = self.shared_version();
         let answer = guarded(|| storage.poll_one(&request));
-        self.settle_answer(answer, now, issued);
+        if self.settle_answer(answer, now, issued).is_some() {
+            self.mark_polled();
+        }
     }
 
     /// Polls this breaker's shared state on an async lane.
@@ -399,7 +401,9 @@ impl Inner {
         };
         let issued = self.shared_version();
         let answer = guarded_async(storage.poll_one(&request)).await;
-        self.settle_answer(answer, now, issued);
+        if self.settle_answer(answer, now, issued).is_some() {
+            self.mark_polled();
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use crate::clock::Timestamp;
 use crate::state::{Outcome, State};
 
 pub use notice::{Notice, NoticeHandler, NoticeSink};
-pub use poll::PollRequest;
+pub use poll::{ChangePoll, Epoch, PollRequest};
 pub use settings::{StorageSettings, StorageSettingsBuilder};
 
 /// Any error a storage returns. The breaker treats every error as a sign to
@@ -318,7 +318,7 @@ pub trait Storage: Send + Sync + 'static {
     /// Only when the backend cannot answer.
     fn poll_one(&self, request: &PollRequest<'_>) -> Result<SharedState, StorageError> {
         match *request {
-            PollRequest::Read { name } => self
+            PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => self
                 .read(name)
                 .map(|v| v.unwrap_or_else(SharedState::closed)),
             PollRequest::BeginHalfOpen {
@@ -340,6 +340,37 @@ pub trait Storage: Send + Sync + 'static {
     /// When the batch as a whole could not be answered.
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         Ok(requests.iter().map(|r| self.poll_one(r)).collect())
+    }
+
+    /// Answers a poll that needs only what changed (R16.15): like
+    /// [`poll_many`](Self::poll_many), one answer per request in order,
+    /// except that a [`PollRequest::ReadIfChanged`] may be left unanswered
+    /// (`None`) when `since` is an epoch this storage returned, in its
+    /// current history, and the record has had no applied write and has
+    /// not expired since. Every other request is always answered (a begin
+    /// whose wait elapsed is applied), and an unanswered request is a
+    /// promise that its record is as it was at `since`.
+    ///
+    /// Returns the epoch the answers are current as of, read atomically
+    /// with them or before them (never after: a change in between must
+    /// show up in the next poll), for the next call. With `since` absent,
+    /// unknown, from another history or too old for the storage's index,
+    /// every request is answered (a full read).
+    ///
+    /// The default keeps no index: it answers everything through
+    /// [`poll_many`](Self::poll_many) and returns no epoch, so a
+    /// coordinator reads every breaker at every poll, as before.
+    ///
+    /// # Errors
+    ///
+    /// When the poll as a whole could not be answered.
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, StorageError> {
+        let _ = since;
+        Ok(ChangePoll::full(self.poll_many(requests)?, None))
     }
 
     /// Starts pushing change [`Notice`]s to `sink` and returns `true`, or
@@ -446,7 +477,7 @@ pub trait AsyncStorage: Send + Sync + 'static {
         let request = *request;
         async move {
             match request {
-                PollRequest::Read { name } => self
+                PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => self
                     .read(name)
                     .await
                     .map(|v| v.unwrap_or_else(SharedState::closed)),
@@ -475,6 +506,16 @@ pub trait AsyncStorage: Send + Sync + 'static {
             }
             Ok(answers)
         }
+    }
+
+    /// See [`Storage::poll_changes`].
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<ChangePoll, StorageError>> + Send {
+        let _ = since;
+        async move { Ok(ChangePoll::full(self.poll_many(requests).await?, None)) }
     }
 
     /// See [`Storage::subscribe`]. Called from inside the async runtime the
