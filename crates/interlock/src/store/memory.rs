@@ -700,8 +700,8 @@ impl MemoryStorageBuilder {
 mod tests {
     use super::keys::MIN_SWEEP;
     use super::*;
-    use crate::store::{AsyncStorage, Storage};
     use crate::clock::ManualClock;
+    use crate::store::{AsyncStorage, Storage};
 
     const TTL: Duration = Duration::from_secs(100);
 
