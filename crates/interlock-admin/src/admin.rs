@@ -9,10 +9,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State as AxumState};
-use axum::http::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, WWW_AUTHENTICATE,
-    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
-};
+use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, X_FRAME_OPTIONS};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +23,8 @@ use tokio::sync::broadcast;
 use crate::auth::Token;
 use crate::error::BuildError;
 use crate::feed::{EventFeed, FeedInner, InitHeader, Message};
-use crate::fleet::{self, Fleet, FleetWrite};
+use crate::fleet::{self, Fleet, FleetHost, FleetWrite};
+use crate::reply::{error, json, refuse, with_common_headers};
 use crate::tracks::History;
 use crate::view::{BreakerView, Reading, secs};
 
@@ -442,6 +440,21 @@ impl<M: Mode> AdminBuilder<M> {
     }
 }
 
+impl FleetHost for Shared {
+    fn token(&self) -> Option<&Token> {
+        self.token.as_ref()
+    }
+    fn view(&self, name: &str) -> Option<BreakerView> {
+        Shared::view(self, name)
+    }
+    fn fleet(&self) -> Option<&dyn Fleet> {
+        self.fleet.as_deref()
+    }
+    fn feed(&self) -> &FeedInner {
+        Shared::feed(self)
+    }
+}
+
 impl Shared {
     pub(crate) fn feed(&self) -> &FeedInner {
         &self.feed.inner
@@ -527,40 +540,6 @@ struct HistoryReply {
     name: String,
     #[serde(flatten)]
     history: History,
-}
-
-#[derive(Serialize)]
-struct ErrorBody {
-    error: &'static str,
-}
-
-fn with_common_headers(mut response: Response, content_type: &'static str) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    response
-}
-
-pub(crate) fn json(status: StatusCode, body: &impl Serialize) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => {
-            let mut response =
-                with_common_headers((status, bytes).into_response(), "application/json");
-            response
-                .headers_mut()
-                .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
-        Err(error) => {
-            tracing::error!(target: "interlock_admin", %error, "could not encode a JSON answer");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
-}
-
-pub(crate) fn error(status: StatusCode, message: &'static str) -> Response {
-    json(status, &ErrorBody { error: message })
 }
 
 /// `GET /`: the page, or one of its assets (`?asset=app.js`,
@@ -703,37 +682,6 @@ enum Connection {
     },
 }
 
-/// Checks the bearer token of an operator request; the 401 to send if it
-/// is missing or wrong (logged with the action and the name, never the
-/// token).
-pub(crate) fn refuse(
-    shared: &Shared,
-    headers: &HeaderMap,
-    action: &'static str,
-    name: Option<&str>,
-) -> Option<Response> {
-    let admitted = shared
-        .token
-        .as_ref()
-        .is_some_and(|token| token.admits(headers));
-    if admitted {
-        return None;
-    }
-    // The name is the client's: logged with Debug, so escaped.
-    tracing::warn!(
-        target: "interlock_admin",
-        action,
-        breaker = ?name.unwrap_or_default(),
-        "operator action refused: missing or wrong bearer token"
-    );
-    let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
-    response.headers_mut().insert(
-        WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"interlock\""),
-    );
-    Some(response)
-}
-
 /// `POST /breakers/{name}/<action>`: the token first (401 and nothing
 /// happens), then the name (404 for an unknown one, which is not created).
 async fn act(
@@ -744,7 +692,12 @@ async fn act(
 ) -> Response {
     shared.ensure_sampler();
     let name = path.ok().map(|Path(name)| name);
-    if let Some(refused) = refuse(&shared, &headers, action.as_str(), name.as_deref()) {
+    if let Some(refused) = refuse(
+        shared.token.as_ref(),
+        &headers,
+        action.as_str(),
+        name.as_deref(),
+    ) {
         return refused;
     }
     let Some(name) = name else {

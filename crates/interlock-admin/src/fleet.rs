@@ -21,8 +21,24 @@ use interlock::mode::{Async, Blocking, Mode};
 use interlock::storage::{Coordinator, SharedState, StorageError};
 use serde::Serialize;
 
-use crate::admin::{Shared, error, json, refuse};
+use crate::auth::Token;
+use crate::feed::FeedInner;
+use crate::reply::{error, json, refuse};
 use crate::view::{BreakerView, SharedView};
+
+/// What the fleet route needs of the dashboard's state (the admin's
+/// `Shared` implements it), so that this module stays below the one that
+/// builds the routes.
+pub(crate) trait FleetHost: Send + Sync + 'static {
+    /// The operator token, if one is set.
+    fn token(&self) -> Option<&Token>;
+    /// The view of breaker `name`, if this instance has it.
+    fn view(&self, name: &str) -> Option<BreakerView>;
+    /// The fleet-wide writer, for a coordinated registry.
+    fn fleet(&self) -> Option<&dyn Fleet>;
+    /// The event feed, to record the action.
+    fn feed(&self) -> &FeedInner;
+}
 
 /// Which fleet-wide write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,15 +197,15 @@ fn expected_version(query: Option<&str>) -> Option<u64> {
 /// 409 if it is no longer at the version shown; nothing to do if it already
 /// is what was asked; else the fenced write, 409 if another writer got
 /// there first, 503 if the storage did not answer.
-pub(crate) async fn act(
-    AxumState(shared): AxumState<Arc<Shared>>,
+pub(crate) async fn act<H: FleetHost>(
+    AxumState(shared): AxumState<Arc<H>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
     write: FleetWrite,
 ) -> Response {
     let name = path.ok().map(|Path(name)| name);
-    if let Some(refused) = refuse(&shared, &headers, write.as_str(), name.as_deref()) {
+    if let Some(refused) = refuse(shared.token(), &headers, write.as_str(), name.as_deref()) {
         return refused;
     }
     let Some(name) = name.filter(|n| shared.view(n).is_some()) else {
@@ -201,7 +217,7 @@ pub(crate) async fn act(
             "a fleet-wide write needs the shared version you were shown: ?version=N",
         );
     };
-    let Some(fleet) = shared.fleet.as_ref() else {
+    let Some(fleet) = shared.fleet() else {
         return error(StatusCode::NOT_FOUND, "the registry is not coordinated");
     };
     let reply = |status, applied, message: String, state: &SharedState| {

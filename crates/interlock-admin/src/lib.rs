@@ -121,6 +121,7 @@ mod auth;
 mod error;
 mod feed;
 mod fleet;
+mod reply;
 mod row;
 mod tracks;
 mod view;

@@ -19,6 +19,7 @@
 mod args;
 mod duration;
 mod error;
+mod escape;
 mod render;
 mod target;
 mod watch;

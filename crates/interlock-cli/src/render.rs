@@ -5,7 +5,6 @@
 //! overrides, leading or trailing blanks, the empty name) is printed
 //! quoted with Rust's escapes, never raw.
 
-use std::borrow::Cow;
 use std::io::{self, Write};
 
 use interlock::storage::SharedState;
@@ -16,22 +15,7 @@ use serde::Serialize;
 use crate::duration;
 use crate::target::{Row, Snapshot};
 
-/// A name safe to print on a terminal: as it is when harmless, otherwise
-/// quoted and escaped (`"a\u{1b}[2J"`).
-pub(crate) fn name(name: &str) -> Cow<'_, str> {
-    let harmless = |c: char| {
-        !c.is_control() && (matches!(c, '"' | '\'' | '\\') || c.escape_debug().count() == 1)
-    };
-    if name.is_empty()
-        || name.trim() != name
-        || name.starts_with('"')
-        || !name.chars().all(harmless)
-    {
-        Cow::Owned(format!("{name:?}"))
-    } else {
-        Cow::Borrowed(name)
-    }
-}
+pub(crate) use crate::escape::name;
 
 /// A state as operators read it: `CLOSED`, `OPEN`, `HALF_OPEN`.
 pub(crate) fn state(state: State) -> String {

@@ -184,7 +184,7 @@ impl Target {
             .inspect(|con| inspect::key_type(con, &key))
             .unwrap_or_else(|_| "value of another type".to_owned());
         Some(CliError::WrongType {
-            name: crate::render::name(name).into_owned(),
+            name: crate::escape::name(name).into_owned(),
             key,
             kind,
         })
@@ -224,7 +224,7 @@ impl Target {
             Ok(state) => Ok(state),
             Err(e) => Err(match self.wrong_type(name, &e) {
                 Some(plain) => plain,
-                None => self.storage_error(format!("cannot read {}", crate::render::name(name)), e),
+                None => self.storage_error(format!("cannot read {}", crate::escape::name(name)), e),
             }),
         }
     }

@@ -6,15 +6,16 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use interlock::storage::{
-    NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
-    StorageSettings,
+    ChangePoll, Epoch, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage,
+    StorageError, StorageSettings,
 };
 use interlock::{ConfigError, Outcome};
 use redis::{ConnectionLike, RedisError, RedisResult, ScriptInvocation, Value};
 
+use crate::changes::Pending;
 use crate::error::Error;
 use crate::options::{Options, Resolved, knobs};
-use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll};
+use crate::scripts::{ChangesReply, Index, MAX_BATCH, Op, Reply, parse, parse_changes, parse_poll};
 
 /// How many idle connections a connecting storage keeps for reuse.
 const MAX_IDLE: usize = 8;
@@ -289,6 +290,45 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
             .map(|answer| answer.map_err(StorageError::from))
             .collect())
     }
+
+    /// One `changes` script call (issue 29).
+    fn changes_call(
+        &self,
+        index: &Index,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangesReply, Error> {
+        let invocation = self.layout.changes_invocation(index, since, requests);
+        let value = self.invoke("poll", &invocation)?;
+        parse_changes(requests, &value)
+    }
+
+    /// A poll over the change index: one `changes` call, then one per
+    /// thousand requests it left unanswered.
+    fn poll_indexed(
+        &self,
+        index: &Index,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, Error> {
+        let mut pending = Pending::new(since, requests);
+        let reply = self.changes_call(index, since, &pending.first())?;
+        let (epoch, rest) = pending.absorb(&self.layout, reply);
+        for chunk in rest {
+            let reply = self.changes_call(index, None, &pending.chunk(&chunk))?;
+            pending.settle_chunk(&self.layout, &chunk, reply);
+        }
+        Ok(pending.finish(epoch))
+    }
+
+    /// The index a batched poll goes through, if any.
+    fn poll_index(&self) -> Option<&Index> {
+        self.layout
+            .index
+            .as_ref()
+            .filter(|_| self.layout.settings.batched_polling())
+            .filter(|_| !self.cross_slot.load(Ordering::Relaxed))
+    }
 }
 
 impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
@@ -393,6 +433,15 @@ impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
         {
             return Ok(requests.iter().map(|r| self.poll_one(r)).collect());
         }
+        if let Some(index) = self.poll_index() {
+            // Through the index script, so the begins it applies are noted.
+            let poll = self.poll_indexed(index, None, requests)?;
+            return Ok(poll
+                .answers
+                .into_iter()
+                .map(|a| a.unwrap_or_else(|| Ok(SharedState::closed())))
+                .collect());
+        }
         let mut answers = Vec::with_capacity(requests.len());
         for chunk in requests.chunks(MAX_BATCH) {
             match self.poll_batch(chunk) {
@@ -405,6 +454,25 @@ impl<C: ConnectionLike + Send + 'static> Storage for RedisStorage<C> {
             }
         }
         Ok(answers)
+    }
+
+    /// With the change index (the default, see
+    /// [`change_index`](RedisStorageBuilder::change_index)) and batched
+    /// polling: one `changes` script call that reads the index (a few
+    /// sorted-set lookups when nothing changed), answers every read and
+    /// begin, and reads only the records written or expired since `since`;
+    /// a full read (one more call per thousand breakers) when `since` is
+    /// absent or unknown to the index. Without the index: every request,
+    /// as [`poll_many`](Storage::poll_many), and no epoch.
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, StorageError> {
+        match self.poll_index() {
+            Some(index) if !requests.is_empty() => Ok(self.poll_indexed(index, since, requests)?),
+            _ => Ok(ChangePoll::full(self.poll_many(requests)?, None)),
+        }
     }
 
     /// Starts a thread that holds one subscription, on its own connection

@@ -58,28 +58,7 @@ pub fn breaker_key(prefix: &str, name: &str) -> String {
     out
 }
 
-/// The breaker name encoded in the part of a key after its prefix, or
-/// `None` if `encoded` is not something the storages write: a malformed or
-/// needless `%XX` escape, a raw `{`, `}` or control character, or bytes
-/// that are not UTF-8.
-///
-/// ```
-/// use interlock_redis::inspect::decode_name;
-///
-/// assert_eq!(decode_name("a%7Bb%7D").as_deref(), Some("a{b}"));
-/// assert_eq!(decode_name("名前 x").as_deref(), Some("名前 x"));
-/// assert_eq!(decode_name("a{b}"), None); // the storages never write a raw brace
-/// assert_eq!(decode_name("%41"), None); // nor escape a plain `A`
-/// ```
-#[must_use]
-pub fn decode_name(encoded: &str) -> Option<String> {
-    let name = key::decode_name(encoded.as_bytes())?;
-    // Only the canonical encoding maps back: a key the storages could not
-    // have written belongs to someone else.
-    let mut again = String::with_capacity(encoded.len());
-    key::encode_name_into(&mut again, &name);
-    (again == encoded).then_some(name)
-}
+pub use crate::key::decode_canonical_name as decode_name;
 
 /// `prefix` as a `SCAN MATCH` pattern that matches it literally, followed
 /// by `*`.

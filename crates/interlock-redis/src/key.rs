@@ -96,6 +96,32 @@ fn hash_tag(key: &str) -> Option<&str> {
     (len > 0).then(|| &key[open + 1..open + 1 + len])
 }
 
+/// (Public as `interlock_redis::inspect::decode_name`; here, next to the
+/// encoding, so that the layouts and the inspection both stay above it.)
+///
+/// The breaker name encoded in the part of a key after its prefix, or
+/// `None` if `encoded` is not something the storages write: a malformed or
+/// needless `%XX` escape, a raw `{`, `}` or control character, or bytes
+/// that are not UTF-8.
+///
+/// ```
+/// use interlock_redis::inspect::decode_name;
+///
+/// assert_eq!(decode_name("a%7Bb%7D").as_deref(), Some("a{b}"));
+/// assert_eq!(decode_name("名前 x").as_deref(), Some("名前 x"));
+/// assert_eq!(decode_name("a{b}"), None); // the storages never write a raw brace
+/// assert_eq!(decode_name("%41"), None); // nor escape a plain `A`
+/// ```
+#[must_use]
+pub fn decode_canonical_name(encoded: &str) -> Option<String> {
+    let name = decode_name(encoded.as_bytes())?;
+    // Only the canonical encoding maps back: a key the storages could not
+    // have written belongs to someone else.
+    let mut again = String::with_capacity(encoded.len());
+    encode_name_into(&mut again, &name);
+    (again == encoded).then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

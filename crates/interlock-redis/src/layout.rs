@@ -93,7 +93,8 @@ impl Layout {
     ///
     /// let ours = Layout::Interlock.script_digests();
     /// let original = Layout::InterlockCb.script_digests();
-    /// assert_eq!(original.len(), ours.len()); // the same operations
+    /// // The same operations; interlock's own layout adds the change poll.
+    /// assert_eq!(original.len() + 1, ours.len());
     /// assert!(original.iter().all(|d| d.len() == 40 && !ours.contains(d)));
     /// ```
     #[must_use]
@@ -140,7 +141,7 @@ impl Layout {
     pub fn name_of(self, rest: &[u8]) -> Option<String> {
         let text = std::str::from_utf8(rest).ok()?;
         match self {
-            Layout::Interlock => crate::inspect::decode_name(text),
+            Layout::Interlock => crate::key::decode_canonical_name(text),
             Layout::InterlockCb => Some(text.to_owned()),
         }
     }

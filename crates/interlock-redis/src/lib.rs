@@ -178,6 +178,23 @@
 //! - **Batched polling.** One poll of a coordinator is one script call
 //!   (per thousand breakers) instead of one per breaker;
 //!   `batched_polling(false)` goes back to one call per breaker.
+//! - **Change index** (issue 29). Every write script also bumps the
+//!   storage's epoch and logs its key, so a poll reads only the breakers
+//!   written or expired since the coordinator's previous poll: an idle poll
+//!   reads no hash at all, whatever the number of breakers, and a full read
+//!   happens only on a first poll, on a cursor the index cannot answer (a
+//!   lost or restored history, over 1,000 changes) and every
+//!   [`full_poll_interval`](RedisStorageBuilder::full_poll_interval).
+//!   See [`change_index`](RedisStorageBuilder::change_index). Its two keys
+//!   (`<key_prefix>%changes`, `<key_prefix>%expiry`) are sorted sets: an
+//!   ACL allow-list of commands needs the sorted-set commands the scripts
+//!   run (`ZADD`, `ZRANGE`, `ZRANGEBYSCORE`, `ZREMRANGEBYRANK`,
+//!   `ZREMRANGEBYSCORE`) and `PTTL`.
+//! - **Spreading over a cluster.** All breakers under one prefix share its
+//!   hash tag, so one node serves them (and one script polls them). Give
+//!   each service its own tag, or split one service's breakers over
+//!   several storages with [`partition`] (see its example): each partition
+//!   is one more script per poll, on whichever node owns its slot.
 //!
 //! ```no_run
 //! use interlock_redis::AsyncRedisStorage;
@@ -220,6 +237,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod blocking;
+mod changes;
 mod error;
 pub mod inspect;
 mod interlock_cb;
@@ -239,9 +257,59 @@ pub use layout::{Layout, UnknownLayout};
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 
-/// The SHA1 digests of the nine scripts (read, trip_open,
+/// Which of `partitions` storages a breaker belongs to, when one
+/// service's breakers are split over several prefixes (each with its own
+/// hash tag, so on Redis Cluster each partition may live on another node):
+/// a stable hash of the name (FNV-1a, the same in every process and
+/// release), modulo `partitions` (0 when it is 0).
+///
+/// Every instance must use the same partition count and the same prefixes,
+/// or two instances would look for a breaker in different storages. Each
+/// partition is one coordinator and one poll script per `poll_interval`
+/// per instance: with the change index an idle one costs a few sorted-set
+/// lookups, so a handful of partitions spread a large fleet's load for
+/// little; one storage stays the cheapest in commands.
+///
+/// ```
+/// use interlock::storage::Coordinator;
+/// use interlock::CircuitBreaker;
+/// use interlock_redis::{partition, RedisStorage};
+/// use std::time::Duration;
+///
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let lanes: Vec<_> = (0..4)
+///     .map(|p| {
+///         let storage = RedisStorage::from_client(client.clone(), Duration::from_millis(250))
+///             .key_prefix(format!("interlock:{{checkout-{p}}}:"))
+///             .build()?;
+///         Ok(Coordinator::blocking(storage))
+///     })
+///     .collect::<Result<_, interlock::ConfigError>>()?;
+/// let host = "api.example.com";
+/// let lane = &lanes[partition(host, lanes.len())];
+/// let breaker = CircuitBreaker::builder(host).coordinator(lane).build()?;
+/// assert_eq!(partition(host, 4), partition(host, 4)); // stable
+/// assert!(partition(host, 4) < 4);
+/// # let _ = breaker;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use]
+pub fn partition(name: &str, partitions: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    match u64::try_from(partitions) {
+        Ok(0) | Err(_) => 0,
+        Ok(n) => usize::try_from(hash % n).unwrap_or(0),
+    }
+}
+
+/// The SHA1 digests of the ten scripts (read, trip_open,
 /// begin_half_open_if_elapsed, lease_probe, record_probe, close,
-/// restart_stalled_round, restore, and the batched poll), as sent with
+/// restart_stalled_round, restore, the batched poll and the change poll of
+/// issue 29), as sent with
 /// `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy allow-lists
 /// in a locked-down deployment.
 ///
@@ -250,6 +318,6 @@ pub use nonblocking::{AsyncRedisStorage, AsyncRedisStorageBuilder};
 /// assert!(digests.iter().all(|d| d.len() == 40));
 /// ```
 #[must_use]
-pub fn script_digests() -> [&'static str; 9] {
+pub fn script_digests() -> [&'static str; 10] {
     scripts::digests()
 }

@@ -1,11 +1,12 @@
-//! The Lua source of the nine scripts: a prelude every script starts with
-//! (the strict loader, the clock, `save` and `reply`), then one body per
-//! operation. Their arguments and replies are described in `scripts.rs`,
-//! which loads and calls them.
+//! The Lua source of the ten scripts: a prelude every script starts with
+//! (the strict loader, the clock, `save`, `note` and `reply`), then one
+//! body per operation. Their arguments and replies are described in
+//! `scripts.rs`, which loads and calls them.
 //!
-//! Every write goes through the prelude's `save`, so a change every write
-//! must make (an epoch counter bumped by each applied write, say) is made
-//! in one place.
+//! Every write goes through the prelude's `save`, and every lifetime
+//! change through `note`, which keeps the storage's change index (issue
+//! 29) when the script was given its two keys: the epoch counter and the
+//! change log in one sorted set, and the expiry of every key in another.
 
 pub(crate) const PRELUDE: &str = r"
 local MAX_EXACT = 9007199254740991
@@ -91,6 +92,44 @@ local function digits(n)
   return string.format('%.0f', n)
 end
 
+-- The change index (issue 29), when the script was given its keys: a
+-- sorted set of the last LOG_CAP applied writes, member
+-- '<epoch>:<server time in us>:<key>' scored by the epoch (the highest
+-- score is the storage's epoch), and a sorted set of every key scored by
+-- the millisecond its lifetime ends. nil: this storage keeps no index.
+local index_key, expiry_key
+local LOG_CAP = 10000
+local EXPIRY_RETAIN_MS = 3600000
+
+local function top_of(log)
+  local top = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+  if not top[1] then return 0, '0' end
+  return tonumber(top[2]), string.match(top[1], '^%d+:(%d+):') or '0'
+end
+
+-- A key's lifetime was set to ttl_ms from now; `changed`: the hash was
+-- rewritten too, which takes the next epoch.
+local function note(key, ttl_ms, changed)
+  if not index_key then return end
+  local ms = math.floor(now_us() / 1000)
+  if changed then
+    local epoch = top_of(index_key) + 1
+    redis.call('ZADD', index_key, epoch, digits(epoch) .. ':' .. digits(now_us()) .. ':' .. key)
+    redis.call('ZREMRANGEBYRANK', index_key, 0, -(LOG_CAP + 1))
+  end
+  -- Both outlive every key they describe by the retention window, so a
+  -- cursor stays good while the breakers expire.
+  local keep = digits(tonumber(ttl_ms) + EXPIRY_RETAIN_MS)
+  if redis.call('PTTL', index_key) < tonumber(keep) then
+    redis.call('PEXPIRE', index_key, keep)
+  end
+  redis.call('ZADD', expiry_key, ms + tonumber(ttl_ms), key)
+  redis.call('ZREMRANGEBYSCORE', expiry_key, '-inf', '(' .. digits(ms - EXPIRY_RETAIN_MS))
+  if redis.call('PTTL', expiry_key) < tonumber(keep) then
+    redis.call('PEXPIRE', expiry_key, keep)
+  end
+end
+
 -- An applied change: rewrite the hash, refresh its lifetime and, unless
 -- the channel is '', publish '<version> <key>' in the same script. The
 -- publish cannot fail the write: a refusal (ACLs without channel rights)
@@ -101,6 +140,7 @@ local function save(key, s, ttl_ms, channel)
     'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
     'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
   redis.call('PEXPIRE', key, ttl_ms)
+  note(key, ttl_ms, true)
   if channel ~= '' then
     -- '<version> <key>', then the record after a newline (a key never
     -- holds a control character): 'state opened_at permitted remaining
@@ -153,18 +193,22 @@ local function begin(key, wait_us, permitted, ttl_ms, channel)
 end
 ";
 
-/// `read`: no arguments.
+/// `read`: no arguments. Every single-key script takes the change index's
+/// keys as `KEYS[2]` and `KEYS[3]`, or neither (no index).
 pub(crate) const READ: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 return read(KEYS[1])
 ";
 
 /// `trip_open`: ARGV = channel, ttl_ms, expected version or ''.
 pub(crate) const TRIP: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 local key = KEYS[1]
 local s = load(key)
 if fenced_out(s, ARGV[3]) then return reply(0, s) end
 if s.state == 'open' then
   redis.call('PEXPIRE', key, ARGV[2])
+  note(key, ARGV[2], false)
   return reply(0, s)
 end
 local open = fresh('open', now_us(), bump(s.version))
@@ -174,11 +218,13 @@ return reply(1, open)
 
 /// `begin_half_open_if_elapsed`: ARGV = channel, wait_us, permitted, ttl_ms.
 pub(crate) const BEGIN: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 return begin(KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[1])
 ";
 
 /// `lease_probe`: ARGV = channel, ttl_ms.
 pub(crate) const LEASE: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 local key = KEYS[1]
 local s = load(key)
 if s.state ~= 'half_open' or s.remaining < 1 then return reply(0, s) end
@@ -190,6 +236,7 @@ return reply(1, s)
 
 /// `record_probe`: ARGV = channel, failure (0/1), slow (0/1), ttl_ms.
 pub(crate) const RECORD: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 local key = KEYS[1]
 local s = load(key)
 if s.state ~= 'half_open' then return reply(0, s) end
@@ -203,6 +250,7 @@ return reply(1, s)
 
 /// `close`: ARGV = channel, ttl_ms, expected version or ''.
 pub(crate) const CLOSE: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 local key = KEYS[1]
 local s = load(key)
 if fenced_out(s, ARGV[3]) then return reply(0, s) end
@@ -214,6 +262,7 @@ return reply(1, closed)
 /// `restart_stalled_round`: ARGV = channel, expected version, permitted,
 /// ttl_ms.
 pub(crate) const RESTART: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 local key = KEYS[1]
 local s = load(key)
 if tonumber(ARGV[2]) ~= s.version or s.state ~= 'half_open' or s.remaining > 0 then
@@ -230,6 +279,7 @@ return reply(1, round)
 /// write: state, opened_at_us, version, permitted, remaining, completed,
 /// failures, slows.
 pub(crate) const RESTORE: &str = r"
+index_key, expiry_key = KEYS[2], KEYS[3]
 local key = KEYS[1]
 local s = load(key)
 if tonumber(ARGV[2]) ~= s.version then return reply(0, s) end
@@ -273,4 +323,98 @@ for i = 1, #KEYS do
   end
 end
 return out
+";
+
+/// `changes`: a poll that reads what changed (issue 29). KEYS[1], KEYS[2]
+/// = the change index's keys, then the breakers that must be answered;
+/// ARGV = channel, the cursor's epoch ('' for none), its mark (the server
+/// time of the write that made it), its time in ms, the most changes to
+/// answer, the key prefix, then three values per breaker key as `poll`.
+///
+/// Replies `{head, changed, answers}`: head = {'delta' or 'full', epoch,
+/// mark, server time in us}, taken before anything else; changed = key
+/// and reply pairs of every record written or expired since the cursor
+/// ('delta' only); answers = one per breaker key, as `poll`.
+pub(crate) const CHANGES: &str = r"
+index_key, expiry_key = KEYS[1], KEYS[2]
+local channel = ARGV[1]
+local now_ms = math.floor(now_us() / 1000)
+local changed = {}
+local since = tonumber(ARGV[2])
+local max = tonumber(ARGV[5])
+local epoch, mark, logged
+if since and tonumber(ARGV[4]) - 1000 >= now_ms - EXPIRY_RETAIN_MS then
+  -- One lookup: the cursor's own entry first (same epoch, same server
+  -- time: the same history), then every write since, the last being the
+  -- storage's epoch.
+  local r = redis.call('ZRANGEBYSCORE', index_key, since, '+inf', 'WITHSCORES', 'LIMIT', 0,
+    max + 2)
+  if r[1] and tonumber(r[2]) == since and string.match(r[1], '^%d+:(%d+):') == ARGV[3]
+      and #r <= 2 * (max + 1) then
+    logged = r
+    epoch = tonumber(r[#r])
+    mark = string.match(r[#r - 1], '^%d+:(%d+):') or '0'
+  end
+end
+if not logged then
+  epoch, mark = top_of(index_key)
+  if epoch == 0 then
+    -- A history begins: its first epoch is this entry (no key), so the
+    -- cursor of every poll names a write of this history.
+    redis.call('ZADD', index_key, 1, '1:' .. digits(now_us()) .. ':')
+    redis.call('PEXPIRE', index_key, EXPIRY_RETAIN_MS)
+    epoch, mark = top_of(index_key)
+  end
+end
+local head = { 'full', epoch, mark, now_us() }
+if logged then
+  -- The keys asked for below are answered there: not read twice.
+  local seen, keys = {}, {}
+  for i = 3, #KEYS do seen[KEYS[i]] = true end
+  local function add(key)
+    if key and key ~= '' and not seen[key] then
+      seen[key] = true
+      keys[#keys + 1] = key
+    end
+  end
+  for i = 3, #logged, 2 do
+    add(string.match(logged[i], '^%d+:%d+:(.*)$'))
+  end
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', expiry_key,
+      '(' .. digits(tonumber(ARGV[4]) - 1000), now_ms, 'LIMIT', 0, max + 1)) do
+    add(key)
+  end
+  if #keys <= max then
+    head[1] = 'delta'
+    local prefix = ARGV[6]
+    for _, key in ipairs(keys) do
+      if string.sub(key, 1, #prefix) == prefix then
+        local ok, r = pcall(read, key)
+        if not ok then
+          if type(r) == 'table' then r = r.err or r.message end
+          r = { 'err', tostring(r) }
+        end
+        changed[#changed + 1] = key
+        changed[#changed + 1] = r
+      end
+    end
+  end
+end
+local out = {}
+for i = 3, #KEYS do
+  local key = KEYS[i]
+  local at = 3 * (i - 2) + 4
+  local ok, r = pcall(function()
+    local wait = ARGV[at]
+    if wait == '' then return read(key) end
+    return begin(key, wait, ARGV[at + 1], ARGV[at + 2], channel)
+  end)
+  if ok then
+    out[i - 2] = r
+  else
+    if type(r) == 'table' then r = r.err or r.message end
+    out[i - 2] = { 'err', tostring(r) }
+  end
+end
+return { head, changed, out }
 ";

@@ -5,15 +5,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use interlock::storage::{
-    AsyncStorage, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, StorageError,
-    StorageSettings,
+    AsyncStorage, ChangePoll, Epoch, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState,
+    StorageError, StorageSettings,
 };
 use interlock::{ConfigError, Outcome};
 use redis::Value;
 use redis::aio::ConnectionLike;
 
+use crate::changes::Pending;
 use crate::error::Error;
 use crate::options::{Options, Resolved, knobs};
+use crate::scripts::{ChangesReply, Index, parse_changes};
 use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll};
 
 /// An [`AsyncStorage`] on Redis or Valkey, for breakers coordinated on a
@@ -164,6 +166,50 @@ where
             .map(|answer| answer.map_err(StorageError::from))
             .collect())
     }
+
+    /// One `changes` script call (issue 29).
+    async fn changes_call(
+        &self,
+        index: &Index,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangesReply, Error> {
+        let invocation = self.layout.changes_invocation(index, since, requests);
+        let mut con = self.connection.clone();
+        let value: Value = invocation
+            .invoke_async(&mut con)
+            .await
+            .map_err(|e| Error::redis("poll", e))?;
+        parse_changes(requests, &value)
+    }
+
+    /// A poll over the change index, as the blocking storage's.
+    async fn poll_indexed(
+        &self,
+        index: &Index,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, Error> {
+        let mut pending = Pending::new(since, requests);
+        let first = pending.first();
+        let reply = self.changes_call(index, since, &first).await?;
+        let (epoch, rest) = pending.absorb(&self.layout, reply);
+        for chunk in rest {
+            let requests = pending.chunk(&chunk);
+            let reply = self.changes_call(index, None, &requests).await?;
+            pending.settle_chunk(&self.layout, &chunk, reply);
+        }
+        Ok(pending.finish(epoch))
+    }
+
+    /// The index a batched poll goes through, if any.
+    fn poll_index(&self) -> Option<&Index> {
+        self.layout
+            .index
+            .as_ref()
+            .filter(|_| self.layout.settings.batched_polling())
+            .filter(|_| !self.cross_slot.load(Ordering::Relaxed))
+    }
 }
 
 /// Every method is one script call; a future dropped before it completes
@@ -274,6 +320,14 @@ where
             }
             return Ok(answers);
         }
+        if let Some(index) = self.poll_index() {
+            let poll = self.poll_indexed(index, None, requests).await?;
+            return Ok(poll
+                .answers
+                .into_iter()
+                .map(|a| a.unwrap_or_else(|| Ok(SharedState::closed())))
+                .collect());
+        }
         let mut answers = Vec::with_capacity(requests.len());
         for chunk in requests.chunks(MAX_BATCH) {
             match self.poll_batch(chunk).await {
@@ -288,6 +342,22 @@ where
             }
         }
         Ok(answers)
+    }
+
+    /// As [`RedisStorage::poll_changes`](crate::RedisStorage#method.poll_changes):
+    /// one `changes` script call over the change index, reading only what
+    /// changed since `since`.
+    async fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, StorageError> {
+        match self.poll_index() {
+            Some(index) if !requests.is_empty() => {
+                Ok(self.poll_indexed(index, since, requests).await?)
+            }
+            _ => Ok(ChangePoll::full(self.poll_many(requests).await?, None)),
+        }
     }
 
     /// Spawns a tokio task on the current runtime that holds one

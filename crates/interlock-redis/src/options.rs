@@ -13,7 +13,7 @@ use redis::ScriptInvocation;
 use crate::key::validate_prefix;
 use crate::layout::Layout;
 use crate::notices::{Listener, Subscriber};
-use crate::scripts::Op;
+use crate::scripts::{Index, Op};
 use crate::{interlock_cb, scripts};
 
 /// The builder-side options of both storages.
@@ -26,6 +26,8 @@ pub(crate) struct Options {
     /// `notifications` as set on the builder, if it was.
     pub(crate) notifications: Option<bool>,
     pub(crate) subscriber: Option<Subscriber>,
+    /// `change_index` as set on the builder (default on).
+    pub(crate) change_index: bool,
 }
 
 impl Default for Options {
@@ -36,6 +38,7 @@ impl Default for Options {
             settings: StorageSettings::builder(),
             notifications: None,
             subscriber: None,
+            change_index: true,
         }
     }
 }
@@ -61,8 +64,14 @@ impl Options {
                 settings = settings.notifications(false);
             }
         }
+        // The index lives under the prefix, so it shares the breakers'
+        // slot only when the prefix has a hash tag (validated above); the
+        // original's layout has none.
+        let index = (self.change_index && self.layout == Layout::Interlock && prefix.contains('{'))
+            .then(|| Index::under(&prefix));
         Ok(Resolved {
             layout: self.layout,
+            index,
             settings: settings.build()?,
             channel: format!("{prefix}notices"),
             prefix,
@@ -120,6 +129,8 @@ impl Reporter {
 #[derive(Clone, Debug)]
 pub(crate) struct Resolved {
     pub(crate) layout: Layout,
+    /// The change index's keys, if this storage keeps one (issue 29).
+    pub(crate) index: Option<Index>,
     pub(crate) prefix: String,
     pub(crate) settings: StorageSettings,
     channel: String,
@@ -179,8 +190,13 @@ impl Resolved {
     pub(crate) fn invocation(&self, op: Op, name: &str) -> ScriptInvocation<'static> {
         let key = self.key(name);
         match self.layout {
-            Layout::Interlock => op.invocation(&key, self.publish_channel()),
-            Layout::InterlockCb => op.invocation_in(interlock_cb::DIALECT, &key, ""),
+            Layout::Interlock => op.invocation_in(
+                scripts::INTERLOCK,
+                &key,
+                self.publish_channel(),
+                self.index.as_ref(),
+            ),
+            Layout::InterlockCb => op.invocation_in(interlock_cb::DIALECT, &key, "", None),
         }
     }
 
@@ -196,6 +212,25 @@ impl Resolved {
                 scripts::poll_invocation_in(interlock_cb::DIALECT, requests, "", key)
             }
         }
+    }
+
+    /// The `changes` script call over this storage's index: the records
+    /// changed since `since`, and an answer to each of `requests`.
+    pub(crate) fn changes_invocation(
+        &self,
+        index: &Index,
+        since: Option<interlock::storage::Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> ScriptInvocation<'static> {
+        scripts::changes_invocation(
+            index,
+            &self.prefix,
+            since,
+            scripts::MAX_BATCH,
+            requests,
+            self.publish_channel(),
+            |name| self.key(name),
+        )
     }
 }
 
@@ -315,6 +350,39 @@ macro_rules! knobs {
         /// per breaker from then on.
         pub fn batched_polling(mut self, on: bool) -> Self {
             self.options.settings = self.options.settings.batched_polling(on);
+            self
+        }
+
+        /// Read every breaker at least this often even with the
+        /// [change index](Self::change_index) (default 5 minutes): the
+        /// safety net for writers that do not keep the index; see
+        /// [`StorageSettings::full_poll_interval`](interlock::storage::StorageSettings::full_poll_interval).
+        pub fn full_poll_interval(mut self, interval: Duration) -> Self {
+            self.options.settings = self.options.settings.full_poll_interval(interval);
+            self
+        }
+
+        /// Keep a change index (default on; issue 29): every applied write
+        /// also bumps an epoch and logs its key in two sorted sets next to
+        /// the breakers (`<key_prefix>%changes`, the last 10,000 writes, and
+        /// `<key_prefix>%expiry`, when each key's lifetime ends), so a
+        /// coordinator's poll reads only the breakers that changed since
+        /// its previous poll: an idle poll is a few sorted-set lookups,
+        /// whatever the number of breakers. A first poll, a cursor the log
+        /// no longer holds (a restart from an old dump, a log trimmed past
+        /// it) and a poll after more than 1,000 changes read everything,
+        /// as every poll does with the index off.
+        ///
+        /// Kept only under a prefix with a hash tag (the default's `{cb}`),
+        /// so the index shares the breakers' cluster slot; and never in the
+        /// [interlock-cb layout](Self::layout), whose instances would not
+        /// keep it. Writers that do not keep it (an older release of this
+        /// crate during a rolling upgrade) are invisible to the index until
+        /// the next [full poll](Self::full_poll_interval) (their notices
+        /// still arrive at once): turn it off, or shorten that interval,
+        /// while such writers share the prefix.
+        pub fn change_index(mut self, on: bool) -> Self {
+            self.options.change_index = on;
             self
         }
 

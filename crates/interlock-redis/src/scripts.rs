@@ -1,4 +1,4 @@
-//! The nine Lua scripts, their arguments and the parsing of their replies.
+//! The ten Lua scripts, their arguments and the parsing of their replies.
 //!
 //! Each of the eight operations works on one key (`KEYS[1]`, the breaker's
 //! hash), reads the hash through the same strict loader, and replies with
@@ -29,18 +29,24 @@
 //! answers a whole batched poll: a read or a begin per key, one reply per
 //! key, with an error of one key (`{'err', message}`) kept to that key.
 //!
-//! Every write goes through the prelude's `save`, so a later change that
-//! every write must make (an epoch counter, say) is made in one place.
+//! Every write goes through the prelude's `save`, which also keeps the
+//! storage's change index when the script is given its two keys (issue
+//! 29): every single-key script takes them as `KEYS[2]` and `KEYS[3]`. The
+//! tenth script, `changes`, answers a poll from the index: the records
+//! written or expired since the caller's epoch, plus the requests that
+//! must be answered in any case.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use interlock::storage::{PollRequest, ProbeLease, SharedState};
+use interlock::storage::{Epoch, PollRequest, ProbeLease, SharedState};
 use interlock::{Outcome, State, Timestamp};
 use redis::{Script, ScriptInvocation, Value};
 
 use crate::error::Error;
-use crate::lua::{BEGIN, CLOSE, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP};
+use crate::lua::{
+    BEGIN, CHANGES, CLOSE, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP,
+};
 
 /// The largest integer Lua's doubles hold exactly (2^53 − 1): the bound of
 /// `opened_at` in the hash.
@@ -70,6 +76,8 @@ pub(crate) struct Sources {
     pub(crate) restart: &'static str,
     pub(crate) restore: &'static str,
     pub(crate) poll: &'static str,
+    /// The change poll, for a layout with a change index.
+    pub(crate) changes: Option<&'static str>,
 }
 
 /// One layout's scripts, loaded (and their digests computed) once.
@@ -83,6 +91,7 @@ pub(crate) struct Scripts {
     restart: Script,
     restore: Script,
     poll: Script,
+    changes: Option<Script>,
 }
 
 impl Scripts {
@@ -98,14 +107,16 @@ impl Scripts {
             restart: script(src.restart),
             restore: script(src.restore),
             poll: script(src.poll),
+            changes: src.changes.map(script),
         }
     }
 
-    /// The SHA1 digests of the nine scripts, in the order read, trip_open,
+    /// The SHA1 digests of the scripts, in the order read, trip_open,
     /// begin_half_open_if_elapsed, lease_probe, record_probe, close,
-    /// restart_stalled_round, restore, poll.
-    pub(crate) fn digests(&self) -> [&str; 9] {
-        [
+    /// restart_stalled_round, restore, poll, and changes if the layout has
+    /// it.
+    pub(crate) fn digests(&self) -> Vec<&str> {
+        let mut all = vec![
             self.read.get_hash(),
             self.trip.get_hash(),
             self.begin.get_hash(),
@@ -115,7 +126,9 @@ impl Scripts {
             self.restart.get_hash(),
             self.restore.get_hash(),
             self.poll.get_hash(),
-        ]
+        ];
+        all.extend(self.changes.as_ref().map(Script::get_hash));
+        all
     }
 }
 
@@ -139,6 +152,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         restart: RESTART,
         restore: RESTORE,
         poll: POLL,
+        changes: Some(CHANGES),
     })
 });
 
@@ -148,10 +162,11 @@ pub(crate) const INTERLOCK: Dialect = Dialect {
     ttl_ms,
 };
 
-/// The SHA1 digests of interlock's own nine scripts, in the order of
+/// The SHA1 digests of interlock's own ten scripts, in the order of
 /// [`Scripts::digests`].
-pub(crate) fn digests() -> [&'static str; 9] {
-    SCRIPTS.digests()
+pub(crate) fn digests() -> [&'static str; 10] {
+    let all = SCRIPTS.digests();
+    std::array::from_fn(|i| all[i])
 }
 
 /// A TTL as whole milliseconds for `PEXPIRE`: rounded up, at least 1 (a
@@ -229,14 +244,23 @@ impl Op {
         }
     }
 
-    /// The script call for the hash at `key`; an applied write publishes
-    /// its notice on `channel` (nothing when it is empty).
-    pub(crate) fn invocation(self, key: &str, channel: &str) -> ScriptInvocation<'static> {
-        self.invocation_in(INTERLOCK, key, channel)
+    /// The script call for the hash at `key` in `dialect`, keeping the
+    /// change index at `index` if given.
+    pub(crate) fn invocation_in(
+        self,
+        dialect: Dialect,
+        key: &str,
+        channel: &str,
+        index: Option<&Index>,
+    ) -> ScriptInvocation<'static> {
+        let mut inv = self.bare_invocation(dialect, key, channel);
+        if let Some(index) = index {
+            inv.key(&index.log).key(&index.expiry);
+        }
+        inv
     }
 
-    /// The script call for the hash at `key` in `dialect`.
-    pub(crate) fn invocation_in(
+    fn bare_invocation(
         self,
         dialect: Dialect,
         key: &str,
@@ -320,6 +344,26 @@ impl Op {
     }
 }
 
+/// The two keys of a storage's change index (issue 29), next to its
+/// breakers' hashes under the same prefix (so in the same hash slot): the
+/// epoch and change log, and the expiry of every key. The names end in
+/// `%` and a letter that is not a hex digit, which no encoded breaker
+/// name ever does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Index {
+    pub(crate) log: String,
+    pub(crate) expiry: String,
+}
+
+impl Index {
+    pub(crate) fn under(prefix: &str) -> Index {
+        Index {
+            log: format!("{prefix}%changes"),
+            expiry: format!("{prefix}%expiry"),
+        }
+    }
+}
+
 /// The most breakers one `poll` script call covers: a larger poll is
 /// split into several calls, so no single script holds the server for
 /// long (a thousand hashes take about a millisecond).
@@ -360,6 +404,147 @@ pub(crate) fn poll_invocation_in(
         };
     }
     inv
+}
+
+/// The `changes` script call (issue 29): the records changed since
+/// `since` under `prefix` (at most `max` of them, else a full answer), and
+/// an answer to each of `requests` (at most [`MAX_BATCH`]), whose keys
+/// `key` makes; applied begins publish on `channel` and are noted in the
+/// index.
+pub(crate) fn changes_invocation(
+    index: &Index,
+    prefix: &str,
+    since: Option<Epoch>,
+    max: usize,
+    requests: &[PollRequest<'_>],
+    channel: &str,
+    key: impl Fn(&str) -> String,
+) -> ScriptInvocation<'static> {
+    let changes = SCRIPTS
+        .changes
+        .as_ref()
+        .unwrap_or(&SCRIPTS.poll)
+        .prepare_invoke();
+    let mut inv = changes;
+    inv.key(&index.log).key(&index.expiry).arg(channel);
+    match since {
+        Some(e) => inv
+            .arg(e.counter)
+            .arg(e.mark)
+            .arg(e.at.as_nanos() / 1_000_000),
+        None => inv.arg("").arg("").arg(""),
+    };
+    inv.arg(max).arg(prefix);
+    for request in requests {
+        inv.key(key(request.name()));
+        match *request {
+            PollRequest::BeginHalfOpen {
+                wait,
+                permitted,
+                ttl,
+                ..
+            } => inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl)),
+            _ => inv.arg("").arg(0).arg(0),
+        };
+    }
+    inv
+}
+
+/// A parsed `changes` reply.
+#[derive(Debug)]
+pub(crate) struct ChangesReply {
+    /// Whether `changed` lists every change since the cursor (else the
+    /// cursor was unknown, too old, or too far behind: read everything).
+    pub(crate) delta: bool,
+    /// The epoch as the script began.
+    pub(crate) epoch: Epoch,
+    /// Each changed key and its record (or the error of that key alone).
+    pub(crate) changed: Vec<(Vec<u8>, Result<SharedState, Value>)>,
+    /// One answer per request, as `poll`'s.
+    pub(crate) answers: Vec<Result<SharedState, Error>>,
+    /// Why a begin's change notice could not be published, if it could not.
+    pub(crate) notice_error: Option<String>,
+}
+
+fn text(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// Checks and splits a `changes` reply.
+pub(crate) fn parse_changes(
+    requests: &[PollRequest<'_>],
+    value: &Value,
+) -> Result<ChangesReply, Error> {
+    const OP: &str = "poll";
+    let items = match value {
+        Value::Array(items) => items.as_slice(),
+        Value::ServerError(e) => return Err(Error::server(OP, e.clone())),
+        _ => return Err(Error::reply(OP, "not an array")),
+    };
+    let [Value::Array(head), changed, answers] = items else {
+        return Err(Error::reply(OP, "not a changes reply"));
+    };
+    let [mode, epoch, mark, now] = head.as_slice() else {
+        return Err(Error::reply(OP, "a changes head of the wrong length"));
+    };
+    let delta = match text(mode) {
+        Some(b"delta") => true,
+        Some(b"full") => false,
+        _ => return Err(Error::reply(OP, "unknown changes mode")),
+    };
+    let mark = text(mark)
+        .and_then(|m| std::str::from_utf8(m).ok())
+        .and_then(|m| m.parse::<u64>().ok())
+        .ok_or_else(|| Error::reply(OP, "the epoch mark is not a decimal integer"))?;
+    let now_us = int(OP, now, "now", MAX_EXACT)?;
+    let epoch = Epoch {
+        counter: int(OP, epoch, "epoch", MAX_EXACT)?,
+        mark,
+        at: Timestamp::from_nanos(now_us.saturating_mul(1_000)),
+    };
+    let Value::Array(changed) = changed else {
+        return Err(Error::reply(OP, "the changed records are not an array"));
+    };
+    if changed.len() % 2 != 0 {
+        return Err(Error::reply(
+            OP,
+            "the changed records are not key, record pairs",
+        ));
+    }
+    let mut notice_error = None;
+    let changed = changed
+        .chunks(2)
+        .map(|pair| {
+            let key = text(&pair[0])
+                .ok_or_else(|| Error::reply(OP, "a changed key is not a string"))?
+                .to_vec();
+            let record = &pair[1];
+            if let Value::Array(err) = record
+                && let [Value::BulkString(tag), message] = err.as_slice()
+                && tag.as_slice() == b"err"
+            {
+                return Ok((key, Err(message.clone())));
+            }
+            let parsed = parse("read", record).map(|r| r.state);
+            Ok((
+                key,
+                parsed.map_err(|e| Value::BulkString(e.to_string().into_bytes())),
+            ))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let (answers, notice) = parse_poll(requests, answers)?;
+    notice_error = notice_error.or(notice);
+    Ok(ChangesReply {
+        delta,
+        epoch,
+        changed,
+        answers,
+        notice_error,
+    })
 }
 
 /// The storage operation a poll request stands for, for error messages.
@@ -660,6 +845,6 @@ mod tests {
         let mut d = digests().to_vec();
         d.sort_unstable();
         d.dedup();
-        assert_eq!(d.len(), 9);
+        assert_eq!(d.len(), 10);
     }
 }

@@ -18,8 +18,9 @@
 //!   `rustix`, the one dependency of the core crate there), see [`spawn`].
 
 use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, TryLockError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError, Weak};
 use std::thread::JoinHandle;
 
 /// The process a background thread was started in.
@@ -36,6 +37,27 @@ pub(crate) trait Revive: Send + Sync {
     /// block: called from whichever thread noticed the fork, possibly deep
     /// in a call.
     fn revive(&self);
+}
+
+/// The crate's statics that own a thread (the coarse clock, the timer and
+/// sleep schedulers), each revived after a fork by the function it set
+/// with [`on_fork`] when it first started its thread. Set-once cells, so
+/// that [`forked`] reads them without a lock; and `background` stays below
+/// the modules that own the threads, never naming them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Hook {
+    /// The coarse clock's ticker.
+    Clock = 0,
+    /// The `auto_transition` timer and the pipeline's sleeper.
+    Timers = 1,
+}
+
+static HOOKS: [OnceLock<fn()>; 2] = [OnceLock::new(), OnceLock::new()];
+
+/// Sets what a `fork()`ed child runs to revive `hook`'s thread (the first
+/// call for a hook wins; later calls are one atomic load).
+pub(crate) fn on_fork(hook: Hook, revive: fn()) {
+    let _ = HOOKS[hook as usize].get_or_init(|| revive);
 }
 
 /// Owners beyond the crate's statics (the coordinator lanes), held weakly.
@@ -57,8 +79,11 @@ pub(crate) fn forked() {
     if LAST_PID.swap(pid, Ordering::AcqRel) == pid {
         return;
     }
-    crate::clock::revive();
-    crate::breaker::timer::Scheduler::revive_all();
+    for hook in &HOOKS {
+        if let Some(revive) = hook.get() {
+            isolate(revive);
+        }
+    }
     let owners: Vec<Arc<dyn Revive>> = match REVIVERS.try_lock() {
         Ok(all) => all.iter().filter_map(Weak::upgrade).collect(),
         Err(TryLockError::Poisoned(p)) => p.into_inner().iter().filter_map(Weak::upgrade).collect(),
@@ -67,7 +92,28 @@ pub(crate) fn forked() {
         Err(TryLockError::WouldBlock) => Vec::new(),
     };
     for owner in owners {
-        crate::event::isolate(|| owner.revive());
+        isolate(|| owner.revive());
+    }
+}
+
+/// Runs `f`, catching a panic: `false` if it panicked. The panic's payload
+/// is dropped under the same guard (a payload whose `Drop` panics again is
+/// leaked instead), so nothing unwinds out of here: a background thread
+/// running user code (listeners, clocks, wakers) survives it.
+pub(crate) fn isolate(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => true,
+        Err(payload) => {
+            drop_payload(payload);
+            false
+        }
+    }
+}
+
+/// Drops a caught panic's payload; one whose `Drop` panics is leaked.
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 

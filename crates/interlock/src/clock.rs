@@ -334,6 +334,7 @@ impl Ticker {
             Some(_) => true,
             None => false,
         };
+        background::on_fork(background::Hook::Clock, revive);
         match background::spawn("interlock-coarse-clock", move || self.run()) {
             Ok(handle) => *slot = Some((handle.thread().clone(), Owner::current())),
             // No thread: stay stopped, so every read is precise.

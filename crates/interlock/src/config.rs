@@ -485,8 +485,9 @@ impl ConfigBuilder {
                 ));
             }
         }
-        c.trip_policy.validate(&c)?;
-        c.half_open_policy.validate(&c)?;
+        c.trip_policy.validate()?;
+        c.half_open_policy
+            .validate(c.permitted_calls_in_half_open)?;
         Ok(c)
     }
 }

@@ -3,13 +3,15 @@
 use std::borrow::Cow;
 use std::error::Error;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
+mod pipeline;
+
+pub use pipeline::{BoxError, Elapsed, Full, PipelineError};
+
 use crate::clock::duration_to_nanos;
-use crate::failure::Failure;
-use crate::identity::{BreakerName, Identity};
-use crate::machine::State;
+use crate::identity::{BreakerName, Identity, LastFailure};
+use crate::state::State;
 
 /// An invalid configuration, naming the field at fault.
 ///
@@ -61,74 +63,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl Error for ConfigError {}
-
-/// The most recent error a breaker judged a failure (R11.3), kept as its
-/// type name and message so it can travel in a `Send + Sync + Clone`
-/// rejection whatever the caller's error type.
-///
-/// ```
-/// use interlock::{CallError, CircuitBreaker, Config, SlidingWindow};
-///
-/// let breaker = CircuitBreaker::builder("db")
-///     .config(Config::builder().minimum_number_of_calls(1).sliding_window(SlidingWindow::count(1)).build()?)
-///     .build()?;
-/// let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("connection refused")));
-/// let Err(CallError::Rejected(open)) = breaker.call(|| Ok::<_, std::io::Error>(())) else { panic!() };
-/// let last = open.last_failure().unwrap();
-/// assert_eq!(last.message(), "connection refused");
-/// assert_eq!(last.type_name(), "std::io::error::Error");
-/// # Ok::<(), interlock::ConfigError>(())
-/// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct LastFailure(Arc<LastFailureInner>);
-
-#[derive(PartialEq, Eq)]
-struct LastFailureInner {
-    type_name: &'static str,
-    message: Box<str>,
-}
-
-impl LastFailure {
-    pub(crate) fn new(type_name: &'static str, message: String) -> Self {
-        LastFailure(Arc::new(LastFailureInner {
-            type_name,
-            message: message.into_boxed_str(),
-        }))
-    }
-
-    pub(crate) fn same_as(&self, type_name: &'static str, message: &str) -> bool {
-        self.0.type_name == type_name && &*self.0.message == message
-    }
-
-    /// The error's `Display` text.
-    #[must_use]
-    pub fn message(&self) -> &str {
-        &self.0.message
-    }
-
-    /// The Rust type name of the error ([`std::any::type_name`]).
-    #[must_use]
-    pub fn type_name(&self) -> &'static str {
-        self.0.type_name
-    }
-}
-
-impl fmt::Debug for LastFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LastFailure")
-            .field("type_name", &self.0.type_name)
-            .field("message", &self.0.message)
-            .finish()
-    }
-}
-
-impl fmt::Display for LastFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0.message)
-    }
-}
-
-impl Error for LastFailure {}
 
 /// A call rejected by an open breaker, before it ran (R6.4).
 ///
@@ -359,34 +293,6 @@ impl<E> CallError<E> {
             CallError::Rejected(open) => CallError::Rejected(open),
             CallError::Inner(e) => CallError::Inner(f(e)),
         }
-    }
-
-    /// The error as [`call`](crate::CircuitBreaker::call) would return it
-    /// for `E`: itself for a concrete error type; for an error handle
-    /// (`anyhow::Error`, `eyre::Report`, a boxed error) the handle, holding
-    /// the call's own error or the rejection. For the classified variants,
-    /// which keep `CallError` for any `E`:
-    ///
-    /// ```
-    /// use interlock::{CircuitBreaker, CircuitOpenError, Verdict};
-    ///
-    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
-    /// fn status(breaker: &CircuitBreaker) -> Result<u16, BoxError> {
-    ///     let status = breaker
-    ///         .call_classified(|| Ok::<u16, BoxError>(503), |_| Verdict::Failure)
-    ///         .map_err(|e| e.into_error())?;
-    ///     Ok(status)
-    /// }
-    ///
-    /// let breaker = CircuitBreaker::new("api");
-    /// breaker.force_open();
-    /// assert!(status(&breaker).unwrap_err().is::<CircuitOpenError>());
-    /// ```
-    pub fn into_error<K>(self) -> E::CallError
-    where
-        E: Failure<K>,
-    {
-        E::call_error(self)
     }
 }
 

@@ -7,11 +7,12 @@
 
 use std::error::Error;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::machine::{Outcome, State};
+pub(crate) use crate::background::isolate;
+use crate::state::{Outcome, State};
 
 /// Something a breaker (or a pipeline strategy) did.
 ///
@@ -574,27 +575,6 @@ pub(crate) fn emit(listeners: &[Arc<dyn EventListener>], event: &Event<'_>) {
         if !isolate(|| listener.on_event(event)) {
             report_listener_panic(event);
         }
-    }
-}
-
-/// Runs `f`, catching a panic: `false` if it panicked. The panic's payload
-/// is dropped under the same guard (a payload whose `Drop` panics again is
-/// leaked instead), so nothing unwinds out of here: a background thread
-/// running user code (listeners, clocks, wakers) survives it.
-pub(crate) fn isolate(f: impl FnOnce()) -> bool {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(()) => true,
-        Err(payload) => {
-            drop_payload(payload);
-            false
-        }
-    }
-}
-
-/// Drops a caught panic's payload; one whose `Drop` panics is leaked.
-pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
     }
 }
 

@@ -42,8 +42,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::OnceLock;
 
+use crate::error::{BoxError, Elapsed, Full, PipelineError};
 use crate::error::{CallError, CircuitOpenError};
-use crate::pipeline::{BoxError, PipelineError, bulkhead, timeout};
 
 /// The kind of a concrete error type (one implementing [`std::error::Error`]).
 #[derive(Debug)]
@@ -140,7 +140,7 @@ impl ErrorObject for dyn Error + 'static {}
 /// return in its place.
 fn from_layer<H>(error: PipelineError<H>) -> H
 where
-    H: From<CircuitOpenError> + From<timeout::Elapsed> + From<bulkhead::Full> + From<StrategyError>,
+    H: From<CircuitOpenError> + From<Elapsed> + From<Full> + From<StrategyError>,
 {
     match error {
         PipelineError::Inner(e) => e,
@@ -154,7 +154,7 @@ where
 impl<H> Failure<Handle> for H
 where
     H: Deref<Target = dyn Error + Send + Sync + 'static> + fmt::Display,
-    H: From<CircuitOpenError> + From<timeout::Elapsed> + From<bulkhead::Full> + From<StrategyError>,
+    H: From<CircuitOpenError> + From<Elapsed> + From<Full> + From<StrategyError>,
 {
     type CallError = H;
     type PipelineError = H;
@@ -180,7 +180,7 @@ where
 impl<H> Failure<LocalHandle> for H
 where
     H: Deref<Target = dyn Error + 'static> + fmt::Display,
-    H: From<CircuitOpenError> + From<timeout::Elapsed> + From<bulkhead::Full> + From<StrategyError>,
+    H: From<CircuitOpenError> + From<Elapsed> + From<Full> + From<StrategyError>,
 {
     type CallError = H;
     type PipelineError = H;
@@ -333,6 +333,69 @@ fn opened<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)>
         .iter()
         .map_while(OnceLock::get)
         .find_map(|open| open(e))
+}
+
+// These two live here, with `Failure`, so that `error` (below) never names
+// `failure` (above it).
+impl<E> PipelineError<E> {
+    /// The circuit-open rejection this error is or carries: a breaker
+    /// layer's [`Rejected`](Self::Rejected), or one anywhere in the call's
+    /// own error (a breaker called inside the closure, an HTTP adapter's
+    /// rejection, ...; see [`find_rejection`](crate::find_rejection)).
+    #[must_use]
+    pub fn find_rejection<K>(&self) -> Option<&CircuitOpenError>
+    where
+        E: Failure<K>,
+    {
+        find_rejection(self.as_error())
+    }
+
+    /// The wrapped error itself, whichever variant holds it (for an error
+    /// handle, the error inside it).
+    pub fn as_error<K>(&self) -> &(dyn Error + 'static)
+    where
+        E: Failure<K>,
+    {
+        match self {
+            PipelineError::Inner(e) => e.as_error(),
+            PipelineError::Rejected(open) => open,
+            PipelineError::Timeout(elapsed) => elapsed,
+            PipelineError::BulkheadFull(full) => full,
+            PipelineError::Other(other) => &**other,
+        }
+    }
+}
+
+// `into_error` lives here, with `Failure`, so that `error` (below) never
+// names `failure` (above it).
+impl<E> CallError<E> {
+    /// The error as [`call`](crate::CircuitBreaker::call) would return it
+    /// for `E`: itself for a concrete error type; for an error handle
+    /// (`anyhow::Error`, `eyre::Report`, a boxed error) the handle, holding
+    /// the call's own error or the rejection. For the classified variants,
+    /// which keep `CallError` for any `E`:
+    ///
+    /// ```
+    /// use interlock::{CircuitBreaker, CircuitOpenError, Verdict};
+    ///
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// fn status(breaker: &CircuitBreaker) -> Result<u16, BoxError> {
+    ///     let status = breaker
+    ///         .call_classified(|| Ok::<u16, BoxError>(503), |_| Verdict::Failure)
+    ///         .map_err(|e| e.into_error())?;
+    ///     Ok(status)
+    /// }
+    ///
+    /// let breaker = CircuitBreaker::new("api");
+    /// breaker.force_open();
+    /// assert!(status(&breaker).unwrap_err().is::<CircuitOpenError>());
+    /// ```
+    pub fn into_error<K>(self) -> E::CallError
+    where
+        E: Failure<K>,
+    {
+        E::call_error(self)
+    }
 }
 
 #[cfg(test)]

@@ -15,11 +15,78 @@
 //! table is written only when a breaker is created or dropped.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::error::Error;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::error::LastFailure;
+/// The most recent error a breaker judged a failure (R11.3), kept as its
+/// type name and message so it can travel in a `Send + Sync + Clone`
+/// rejection whatever the caller's error type.
+///
+/// ```
+/// use interlock::{CallError, CircuitBreaker, Config, SlidingWindow};
+///
+/// let breaker = CircuitBreaker::builder("db")
+///     .config(Config::builder().minimum_number_of_calls(1).sliding_window(SlidingWindow::count(1)).build()?)
+///     .build()?;
+/// let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("connection refused")));
+/// let Err(CallError::Rejected(open)) = breaker.call(|| Ok::<_, std::io::Error>(())) else { panic!() };
+/// let last = open.last_failure().unwrap();
+/// assert_eq!(last.message(), "connection refused");
+/// assert_eq!(last.type_name(), "std::io::error::Error");
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct LastFailure(Arc<LastFailureInner>);
+
+#[derive(PartialEq, Eq)]
+struct LastFailureInner {
+    type_name: &'static str,
+    message: Box<str>,
+}
+
+impl LastFailure {
+    pub(crate) fn new(type_name: &'static str, message: String) -> Self {
+        LastFailure(Arc::new(LastFailureInner {
+            type_name,
+            message: message.into_boxed_str(),
+        }))
+    }
+
+    pub(crate) fn same_as(&self, type_name: &'static str, message: &str) -> bool {
+        self.0.type_name == type_name && &*self.0.message == message
+    }
+
+    /// The error's `Display` text.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// The Rust type name of the error ([`std::any::type_name`]).
+    #[must_use]
+    pub fn type_name(&self) -> &'static str {
+        self.0.type_name
+    }
+}
+
+impl fmt::Debug for LastFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LastFailure")
+            .field("type_name", &self.0.type_name)
+            .field("message", &self.0.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for LastFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl Error for LastFailure {}
 
 /// The longest name a rejection carries inline (bytes): host and service
 /// names fit; a longer name costs an `Arc` clone per rejection.

@@ -109,7 +109,9 @@ pub mod mode;
 pub mod pipeline;
 mod policy;
 mod registry;
+mod state;
 pub mod storage;
+mod store;
 mod sync;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
@@ -125,18 +127,18 @@ pub use config::{
     Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, MAX_COUNT_WINDOW, MAX_TIME_WINDOW_SECS,
     SlidingWindow,
 };
-pub use error::{CallError, CircuitOpenError, ConfigError, LastFailure};
+pub use error::{CallError, CircuitOpenError, ConfigError};
 pub use event::{Event, EventListener, FanOut};
 pub use failure::{Failure, find_rejection, register_opener};
+pub use identity::LastFailure;
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub use logging::LoggingEventListener;
-pub use machine::{
-    Admission, Machine, Outcome, ParseStateError, ProbeCounters, Refusal, State, Transition,
-};
+pub use machine::{Admission, Machine, ProbeCounters, Refusal, Transition};
 pub use pipeline::bulkhead::Full as BulkheadFullError;
 pub use pipeline::timeout::Elapsed as CallTimeoutError;
 pub use pipeline::{Pipeline, PipelineError};
 pub use policy::{HalfOpenPolicy, MAX_FAILURES_WITHIN, TripPolicy};
 pub use registry::{Registry, RegistryBuilder};
+pub use state::{Outcome, ParseStateError, State};
 pub use window::Snapshot;

@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use crate::config::Config;
 use crate::error::ConfigError;
 
 /// What trips a CLOSED breaker.
@@ -73,7 +72,7 @@ impl TripPolicy {
         TripPolicy::FailuresWithin { failures, period }
     }
 
-    pub(crate) fn validate(&self, _config: &Config) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match *self {
             TripPolicy::FailureRate => Ok(()),
             TripPolicy::ConsecutiveFailures { threshold: 0 } => Err(ConfigError::new(
@@ -151,16 +150,19 @@ impl HalfOpenPolicy {
         HalfOpenPolicy::ConsecutiveSuccesses { successes }
     }
 
-    pub(crate) fn validate(&self, config: &Config) -> Result<(), ConfigError> {
+    /// Checks the policy against the round's budget (the config's
+    /// `permitted_calls_in_half_open`), passed in so that the policies stay
+    /// below the config that holds them.
+    pub(crate) fn validate(&self, permitted_calls_in_half_open: u32) -> Result<(), ConfigError> {
         match *self {
             HalfOpenPolicy::ProbeRound => Ok(()),
             HalfOpenPolicy::ConsecutiveSuccesses { successes } => {
-                if successes == 0 || successes > config.permitted_calls_in_half_open {
+                if successes == 0 || successes > permitted_calls_in_half_open {
                     Err(ConfigError::new(
                         "half_open_policy",
                         format!(
                             "consecutive_successes needs between 1 and permitted_calls_in_half_open = {} successes, got {successes}",
-                            config.permitted_calls_in_half_open
+                            permitted_calls_in_half_open
                         ),
                     ))
                 } else {

@@ -7,7 +7,7 @@
 use std::fmt;
 
 use crate::clock::Timestamp;
-use crate::machine::Outcome;
+use crate::state::Outcome;
 
 /// The totals of a sliding window at one instant.
 ///

@@ -12,8 +12,8 @@ use interlock::storage::contract::{
 };
 use interlock::storage::testing::{FlakyStorage, InjectedFailure, is_injected};
 use interlock::storage::{
-    AsyncStorage, MemoryStorage, PollAnswers, PollRequest, ProbeLease, SharedState, Storage,
-    StorageError, StorageOps,
+    AsyncStorage, ChangePoll, Epoch, MemoryStorage, PollAnswers, PollRequest, ProbeLease,
+    SharedState, Storage, StorageError, StorageOps,
 };
 use interlock::{ManualClock, Outcome, State};
 
@@ -67,7 +67,7 @@ fn r16_each_rule_runs_alone_on_a_storage_shared_with_other_runs() {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), RULES.len());
-    assert_eq!(RULES.len(), 27);
+    assert_eq!(RULES.len(), 29);
 }
 
 // --- The suite catches broken storages -------------------------------------
@@ -94,6 +94,10 @@ enum Breakage {
     /// `restore` bumps the stored version instead of lifting it above the
     /// given state's.
     RestoreWithoutLift,
+    /// `poll_changes` takes any epoch for one of its own, as of now.
+    ChangesTrustAnyEpoch,
+    /// `poll_changes` sees writes since the epoch but not expiries.
+    ChangesMissExpiry,
 }
 
 #[derive(Debug)]
@@ -216,6 +220,21 @@ impl Storage for Broken {
         }
         Ok(answers)
     }
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, StorageError> {
+        let since = match (self.how, since) {
+            (Breakage::ChangesTrustAnyEpoch, Some(_)) => self.inner.poll_changes(None, &[]).epoch,
+            (Breakage::ChangesMissExpiry, Some(e)) => Some(Epoch {
+                at: self.inner.now(),
+                ..e
+            }),
+            (_, since) => since,
+        };
+        Ok(self.inner.poll_changes(since, requests))
+    }
 }
 
 impl Broken {
@@ -304,6 +323,25 @@ fn r16_14_suite_catches_a_restore_that_does_not_lift_the_version() {
     let msg = violation(|| blocking::restore_is_fenced_and_lifts_the_version(&s, &clock));
     assert!(
         msg.contains("R16.14 restore_is_fenced_and_lifts_the_version"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn r16_15_suite_catches_a_change_poll_that_trusts_any_epoch_or_misses_expiries() {
+    let (s, clock) = Broken::new(Breakage::ChangesTrustAnyEpoch);
+    let msg = violation(|| {
+        blocking::poll_changes_without_a_known_epoch_reads_everything(&s, &clock);
+    });
+    assert!(
+        msg.contains("R16.15 poll_changes_without_a_known_epoch_reads_everything"),
+        "{msg}"
+    );
+    let (s, clock) = Broken::new(Breakage::ChangesMissExpiry);
+    blocking::poll_changes_without_a_known_epoch_reads_everything(&s, &clock);
+    let msg = violation(|| blocking::poll_changes_never_skips_a_change(&s, &clock));
+    assert!(
+        msg.contains("R16.15 poll_changes_never_skips_a_change") && msg.contains("unanswered"),
         "{msg}"
     );
 }

@@ -171,3 +171,68 @@ fn both_storages_work_on_a_three_node_cluster() {
         }
     });
 }
+
+#[test]
+fn partitions_of_one_service_land_in_different_slots_and_poll_changes_there() {
+    let cluster = Cluster::start();
+    let client = redis::cluster::ClusterClient::builder(cluster.urls())
+        .connection_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut admin = cluster.nodes[0].admin();
+    let parts = 6;
+    let storages: Vec<RedisStorage<redis::cluster::ClusterConnection>> = (0..parts)
+        .map(|p| {
+            RedisStorage::builder(client.get_connection().unwrap())
+                .key_prefix(format!("interlock:{{checkout-{p}}}:"))
+                .notifications(false)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let slots: std::collections::HashSet<i64> = storages
+        .iter()
+        .map(|s| slot(&mut admin, &s.key("x")))
+        .collect();
+    assert_eq!(slots.len(), parts, "one slot per partition");
+    let lanes: Vec<_> = storages
+        .into_iter()
+        .map(interlock::storage::Coordinator::manual)
+        .collect();
+    let names: Vec<String> = (0..60).map(|i| format!("host-{i}.example")).collect();
+    let breakers: Vec<_> = names
+        .iter()
+        .map(|n| {
+            interlock::CircuitBreaker::builder(n.as_str())
+                .coordinator(&lanes[interlock_redis::partition(n, parts)])
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let used: std::collections::HashSet<usize> = names
+        .iter()
+        .map(|n| interlock_redis::partition(n, parts))
+        .collect();
+    assert!(used.len() > 1, "the names spread over the partitions");
+    for lane in &lanes {
+        lane.poll();
+        lane.poll();
+    }
+    // A trip written by another instance into its partition's storage is
+    // seen by that partition's change poll.
+    let target = &names[17];
+    let p = interlock_redis::partition(target, parts);
+    let writer = RedisStorage::builder(client.get_connection().unwrap())
+        .key_prefix(format!("interlock:{{checkout-{p}}}:"))
+        .build()
+        .unwrap();
+    writer.trip_open(target, TTL, None).unwrap();
+    for lane in &lanes {
+        lane.poll();
+    }
+    for (name, b) in names.iter().zip(&breakers) {
+        let open = b.shared_view().is_some_and(|v| v.state == State::Open);
+        assert_eq!(open, name == target, "{name}");
+    }
+}

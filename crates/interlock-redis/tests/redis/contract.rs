@@ -18,7 +18,7 @@ fn time() -> RealTime {
 #[test]
 fn the_connecting_blocking_storage_passes_the_contract_suite() {
     let server = Server::start();
-    check_storage(&crate::storage(&server), &time());
+    check_storage(&crate::patient_storage(&server), &time());
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn valkey_passes_the_contract_suite_when_installed() {
         return;
     }
     let server = Server::start_binary("valkey-server", &[], false);
-    check_storage(&crate::storage(&server), &time());
+    check_storage(&crate::patient_storage(&server), &time());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -57,8 +57,10 @@ fn time() -> RealTime {
 #[test]
 fn the_interlock_cb_layout_passes_the_contract_suite() {
     let server = Server::start();
-    check_storage(&storage(&server), &time());
-    let unbatched = builder(&server).batched_polling(false).build().unwrap();
+    let patient =
+        || RedisStorage::from_client(server.client(), crate::PATIENT).layout(Layout::InterlockCb);
+    check_storage(&patient().build().unwrap(), &time());
+    let unbatched = patient().batched_polling(false).build().unwrap();
     interlock::storage::contract::blocking::poll_many_answers_like_single_requests(
         &unbatched,
         &time(),

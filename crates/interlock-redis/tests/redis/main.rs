@@ -15,6 +15,7 @@
 mod support;
 
 mod batch;
+mod changes;
 mod cluster;
 mod contract;
 mod faults;
@@ -42,6 +43,18 @@ pub fn storage_builder(server: &Server) -> RedisStorageBuilder<redis::Connection
 pub fn storage(server: &Server) -> RedisStorage<redis::Connection> {
     storage_builder(server).build().unwrap()
 }
+
+/// A storage with 10 s timeouts, for the correctness suites (no fault is
+/// injected there): on a loaded 2-core machine a script can wait more than
+/// 500 ms for the CPU, and a timeout would read as a contract violation.
+pub fn patient_storage(server: &Server) -> RedisStorage<redis::Connection> {
+    RedisStorage::from_client(server.client(), PATIENT)
+        .build()
+        .unwrap()
+}
+
+/// The response timeout of [`patient_storage`].
+pub const PATIENT: Duration = Duration::from_secs(10);
 
 pub const TTL: Duration = Duration::from_secs(60);
 

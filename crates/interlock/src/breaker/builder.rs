@@ -4,15 +4,16 @@ use std::error::Error;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::coordinator::Coordinator;
+use crate::breaker::coordinator::Lane;
 use crate::classify::{ErrorClassifier, Verdict};
 use crate::clock::{Clock, ClockHandle};
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::event::{EventListener, into_arc};
-use crate::machine::{Machine, State};
+use crate::machine::Machine;
 use crate::mode::{Local, Mode};
-use crate::storage::Coordinator;
-use crate::storage::coordinator::Lane;
+use crate::state::State;
 
 use super::CircuitBreaker;
 

@@ -8,13 +8,14 @@ use std::sync::atomic::Ordering;
 
 use super::shared_view::{AbsurdVersion, Call};
 use super::{Inner, SHARED_BIT, Ticket};
+use crate::breaker::coordinator::{Backend, DynAsyncStorage, Lane, Write, guarded, guarded_async};
 use crate::clock::Timestamp;
 use crate::error::CircuitOpenError;
 use crate::event::Event;
-use crate::machine::{Admission, State};
+use crate::machine::Admission;
 use crate::policy::HalfOpenPolicy;
-use crate::storage::coordinator::{Backend, DynAsyncStorage, Lane, Write, guarded, guarded_async};
-use crate::storage::{PollRequest, SharedState, Storage, StorageError, StorageSettings};
+use crate::state::State;
+use crate::store::{PollRequest, SharedState, Storage, StorageError, StorageSettings};
 use crate::window::rate;
 
 /// What one storage answer means for the breaker.
@@ -69,7 +70,7 @@ impl Inner {
 
     fn after_lease(
         &self,
-        answer: Answer<crate::storage::ProbeLease>,
+        answer: Answer<crate::store::ProbeLease>,
         now: Timestamp,
         issued: Option<u64>,
     ) -> Option<Result<Ticket, CircuitOpenError>> {
@@ -384,7 +385,9 @@ impl Inner {
         };
         let issued = self.shared_version();
         let answer = guarded(|| storage.poll_one(&request));
-        self.settle_answer(answer, now, issued);
+        if self.settle_answer(answer, now, issued).is_some() {
+            self.mark_polled();
+        }
     }
 
     /// Polls this breaker's shared state on an async lane.
@@ -398,7 +401,9 @@ impl Inner {
         };
         let issued = self.shared_version();
         let answer = guarded_async(storage.poll_one(&request)).await;
-        self.settle_answer(answer, now, issued);
+        if self.settle_answer(answer, now, issued).is_some() {
+            self.mark_polled();
+        }
     }
 }
 

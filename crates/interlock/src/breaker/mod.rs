@@ -4,6 +4,7 @@
 
 mod builder;
 mod coordinated;
+pub(crate) mod coordinator;
 mod permit;
 mod shared_view;
 pub(crate) mod timer;
@@ -22,17 +23,18 @@ use std::time::Duration;
 pub use builder::CircuitBreakerBuilder;
 pub use permit::Permit;
 
+use crate::breaker::coordinator::{Item, Lane, Write};
 use crate::classify::{ErrorClassifier, Verdict};
 use crate::clock::{ClockHandle, Timestamp, duration_to_nanos};
 use crate::config::Config;
-use crate::error::{CallError, CircuitOpenError, LastFailure, NO_ESTIMATE, estimate_nanos};
+use crate::error::{CallError, CircuitOpenError, NO_ESTIMATE, estimate_nanos};
 use crate::event::{Event, EventListener, emit};
 use crate::failure::{CallErrorOf, Failure, find_rejection};
-use crate::identity::Identity;
-use crate::machine::{Admission, Machine, Outcome, ProbeCounters, State, Transition};
+use crate::identity::{Identity, LastFailure};
+use crate::machine::{Admission, Machine, ProbeCounters, Transition};
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
-use crate::storage::SharedState;
-use crate::storage::coordinator::{Item, Lane, Write};
+use crate::state::{Outcome, State};
+use crate::store::SharedState;
 use crate::sync::{AtomicU64, Mutex, MutexGuard};
 use crate::window::Snapshot;
 use timer::{Scheduler, TimerKey, TimerTarget};

@@ -8,12 +8,12 @@ use std::fmt;
 use std::time::Duration;
 
 use super::Inner;
+use crate::breaker::coordinator::Write;
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::event::Event;
-use crate::machine::State;
-use crate::storage::SharedState;
-use crate::storage::coordinator::Write;
+use crate::state::State;
+use crate::store::SharedState;
 
 /// How long a shared HALF_OPEN round may go with no slot left and no
 /// progress before a coordinator restarts it (R17.10): the local machine's
@@ -38,6 +38,11 @@ pub(crate) struct Liveness {
     /// The storage's history went backwards: the version of the answer that
     /// showed it, which the queued repair is fenced on.
     repair_from: Option<u64>,
+    /// The version of the cached view when a poll last read this breaker
+    /// (R17.12): a view adopted since from anything else (a notice, a
+    /// write's answer) is read again at the next change poll, so a storage
+    /// that lost those writes is noticed.
+    polled: Option<u64>,
 }
 
 /// What an answer means next to the cached view.
@@ -133,7 +138,7 @@ pub(crate) enum Call {
     /// `trip_open`, fenced or not.
     Trip(Option<u64>),
     /// `record_probe`.
-    Record(crate::machine::Outcome),
+    Record(crate::state::Outcome),
     /// `restore` over `expected`.
     Restore { expected: u64, state: SharedState },
 }
@@ -325,6 +330,29 @@ impl Inner {
             .as_ref()
             .and_then(|c| c.view)
             .is_some_and(|v| v.no_slot_left())
+    }
+
+    /// A poll has read this breaker: remember the version of the view it
+    /// left (R17.12).
+    pub(crate) fn mark_polled(&self) {
+        let mut core = self.core();
+        if let Some(cell) = core.shared.as_mut() {
+            cell.liveness.polled = cell.view.map(|v| v.version);
+        }
+    }
+
+    /// Whether a change poll may skip reading this breaker when its record
+    /// did not change (R17.12): healthy, with a view that a poll read, no
+    /// repair pending.
+    pub(crate) fn poll_may_skip(&self) -> bool {
+        let core = self.core();
+        core.shared.as_ref().is_some_and(|cell| {
+            !cell.degraded
+                && cell.liveness.repair_from.is_none()
+                && cell
+                    .view
+                    .is_some_and(|v| cell.liveness.polled == Some(v.version))
+        })
     }
 
     /// Tells this breaker's listeners that the storage's change notices are

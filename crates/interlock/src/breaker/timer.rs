@@ -132,6 +132,7 @@ impl Scheduler {
         if !q.thread.is_some_and(Owner::is_here) {
             let forked = q.thread.is_some();
             let me = Arc::clone(self);
+            background::on_fork(background::Hook::Timers, Scheduler::revive_all);
             if background::spawn(self.name, move || me.run()).is_err() {
                 return Armed::Failed;
             }

@@ -314,7 +314,7 @@ mod tests {
         let c = HttpStatusClassifier::new().exclude_if("caller bug", |_| false);
         let shown = format!("{c:?}");
         assert!(shown.contains("caller bug"), "{shown}");
-        assert!(shown.contains("bulkhead::Full"), "{shown}");
+        assert!(shown.contains("::Full"), "{shown}");
         assert!(shown.contains("429"), "{shown}");
     }
 }

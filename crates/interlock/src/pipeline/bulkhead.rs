@@ -1,6 +1,5 @@
 //! [`Bulkhead`]: caps how many calls run through a layer at once.
 
-use std::error::Error;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -183,10 +182,7 @@ impl Bulkhead {
             &shared.listeners,
             &Event::BulkheadRejected { name: &shared.name },
         );
-        PipelineError::BulkheadFull(Full {
-            name: Arc::clone(&shared.name),
-            max_concurrent: shared.max_concurrent,
-        })
+        PipelineError::BulkheadFull(Full::new(Arc::clone(&shared.name), shared.max_concurrent))
     }
 }
 
@@ -373,48 +369,4 @@ impl Drop for AsyncSlot<'_> {
     }
 }
 
-/// A [`Bulkhead`] had no free slot (the Python port's `BulkheadFullError`).
-///
-/// ```
-/// use interlock::pipeline::{Bulkhead, Pipeline, PipelineError};
-///
-/// // One slot: a call made from inside a call finds it taken.
-/// let pipeline = Pipeline::builder().bulkhead(Bulkhead::builder(1).name("db").build()?).build();
-/// let inner = pipeline.clone();
-/// let nested = pipeline.call(move || Ok::<_, std::io::Error>(inner.call(|| Ok::<_, std::io::Error>(()))))?;
-/// let Err(PipelineError::BulkheadFull(full)) = nested else { panic!("the slot was free") };
-/// assert_eq!((full.name(), full.max_concurrent()), ("db", 1));
-/// assert_eq!(full.to_string(), "bulkhead 'db' is full (1 calls in flight)");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Full {
-    name: Arc<str>,
-    max_concurrent: usize,
-}
-
-impl Full {
-    /// The bulkhead's name.
-    #[must_use]
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Its slots per pool, all taken.
-    #[must_use]
-    pub fn max_concurrent(&self) -> usize {
-        self.max_concurrent
-    }
-}
-
-impl fmt::Display for Full {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bulkhead '{}' is full ({} calls in flight)",
-            self.name, self.max_concurrent
-        )
-    }
-}
-
-impl Error for Full {}
+pub use crate::error::Full;

@@ -1,8 +1,6 @@
 //! [`Timeout`]: a deadline for one call, so a hang becomes a countable
 //! failure ([`Elapsed`]).
 
-use std::error::Error;
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -101,9 +99,7 @@ impl Timeout {
     }
 
     fn elapsed(&self) -> Elapsed {
-        Elapsed {
-            duration: self.duration,
-        }
+        Elapsed::new(self.duration)
     }
 }
 
@@ -191,34 +187,4 @@ impl<T, E, K> Strategy<T, E, K> for Timeout {
     }
 }
 
-/// A [`Timeout`] gave up on a call (the Python port's `CallTimeoutError`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Elapsed {
-    duration: Duration,
-}
-
-impl Elapsed {
-    /// An elapsed deadline of `duration` (for custom timeouts and tests).
-    #[must_use]
-    pub fn new(duration: Duration) -> Self {
-        Elapsed { duration }
-    }
-
-    /// The deadline that passed.
-    #[must_use]
-    pub fn duration(&self) -> Duration {
-        self.duration
-    }
-}
-
-impl fmt::Display for Elapsed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "call timed out after {:.3}s",
-            self.duration.as_secs_f64()
-        )
-    }
-}
-
-impl Error for Elapsed {}
+pub use crate::error::Elapsed;

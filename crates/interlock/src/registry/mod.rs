@@ -13,16 +13,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use std::marker::PhantomData;
 
+use crate::breaker::coordinator::Coordinator;
+use crate::breaker::coordinator::Lane;
 use crate::breaker::{CircuitBreaker, CircuitBreakerBuilder};
 use crate::classify::{ErrorClassifier, Verdict};
 use crate::clock::{Clock, ClockHandle};
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::event::{EventListener, into_arc};
-use crate::machine::State;
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
-use crate::storage::Coordinator;
-use crate::storage::coordinator::Lane;
+use crate::state::State;
 
 mod table;
 

@@ -8,6 +8,8 @@
 //! and is driven by [`Coordinator::poll`] and [`Coordinator::run_writes`],
 //! for deterministic tests and simulations.
 
+mod operator;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
@@ -20,11 +22,11 @@ use std::time::{Duration, Instant};
 use crate::background::{self, Owner};
 use crate::breaker::Inner;
 use crate::clock::Timestamp;
-use crate::machine::Outcome;
 use crate::mode::{Async, Blocking};
+use crate::state::Outcome;
 
-use super::{
-    AsyncStorage, Notice, NoticeHandler, NoticeSink, PollAnswers, PollRequest, ProbeLease,
+use crate::store::{
+    AsyncStorage, ChangePoll, Epoch, Notice, NoticeHandler, NoticeSink, PollRequest, ProbeLease,
     SharedState, Storage, StorageError, StorageSettings,
 };
 
@@ -76,7 +78,7 @@ async fn isolated(round: impl Future<Output = ()>) {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round.as_mut().poll(cx))) {
             Ok(poll) => poll,
             Err(payload) => {
-                crate::event::drop_payload(payload);
+                crate::background::drop_payload(payload);
                 std::task::Poll::Ready(())
             }
         }
@@ -127,10 +129,11 @@ pub(crate) trait DynAsyncStorage: Send + Sync + 'static {
         &'a self,
         request: &'a PollRequest<'a>,
     ) -> BoxFuture<'a, Result<SharedState, StorageError>>;
-    fn poll_many<'a>(
+    fn poll_changes<'a>(
         &'a self,
+        since: Option<Epoch>,
         requests: &'a [PollRequest<'a>],
-    ) -> BoxFuture<'a, Result<PollAnswers, StorageError>>;
+    ) -> BoxFuture<'a, Result<ChangePoll, StorageError>>;
     fn subscribe(&self, sink: NoticeSink) -> bool;
 }
 
@@ -192,11 +195,12 @@ impl<S: AsyncStorage> DynAsyncStorage for S {
     ) -> BoxFuture<'a, Result<SharedState, StorageError>> {
         Box::pin(AsyncStorage::poll_one(self, request))
     }
-    fn poll_many<'a>(
+    fn poll_changes<'a>(
         &'a self,
+        since: Option<Epoch>,
         requests: &'a [PollRequest<'a>],
-    ) -> BoxFuture<'a, Result<PollAnswers, StorageError>> {
-        Box::pin(AsyncStorage::poll_many(self, requests))
+    ) -> BoxFuture<'a, Result<ChangePoll, StorageError>> {
+        Box::pin(AsyncStorage::poll_changes(self, since, requests))
     }
     fn subscribe(&self, sink: NoticeSink) -> bool {
         AsyncStorage::subscribe(self, sink)
@@ -273,6 +277,11 @@ struct LaneState {
     unavailable: Option<String>,
     /// Whether that has been reported (once per lane).
     unavailable_reported: bool,
+    /// Where the last batched poll left the storage's change history
+    /// (R17.12): the next one asks only for what changed since.
+    epoch: Option<Epoch>,
+    /// Change polls since the last full one (R17.12).
+    change_polls: u64,
 }
 
 impl LaneState {
@@ -681,18 +690,35 @@ impl Lane {
         }
     }
 
-    /// Polls every breaker (R17.2): in one [`Storage::poll_many`] when
-    /// batching is on, else one request per breaker.
+    /// The epoch the next batched poll asks from: none when a full poll
+    /// is due (every `full_poll_interval`, R17.12).
+    fn epoch(&self) -> Option<Epoch> {
+        let mut st = self.state();
+        if st.change_polls >= self.settings.polls_per_full_poll() {
+            st.change_polls = 1; // this full poll is the first of the next round
+            return None;
+        }
+        st.change_polls += 1;
+        st.epoch
+    }
+
+    /// Polls every breaker (R17.2): in one [`Storage::poll_changes`] when
+    /// batching is on (which reads only what changed since the last poll
+    /// when the storage keeps a change index, R17.12), else one request
+    /// per breaker.
     pub(crate) fn poll_blocking(&self) {
         let members = self.members();
         let Backend::Blocking(storage) = &self.backend else {
             return;
         };
         if self.settings.batched_polling() {
-            let batch = Batch::plan(&members, &self.settings);
+            let since = self.epoch();
+            let batch = Batch::plan(&members, &self.settings, since.is_some());
             if !batch.requests.is_empty() {
-                let answers = guarded(|| storage.poll_many(&batch.requests));
-                batch.settle(answers);
+                let answers = guarded(|| storage.poll_changes(since, &batch.requests));
+                if let Some(epoch) = batch.settle(answers) {
+                    self.state().epoch = epoch;
+                }
             }
         } else {
             for breaker in &members {
@@ -712,10 +738,13 @@ impl Lane {
             return;
         };
         if self.settings.batched_polling() {
-            let batch = Batch::plan(&members, &self.settings);
+            let since = self.epoch();
+            let batch = Batch::plan(&members, &self.settings, since.is_some());
             if !batch.requests.is_empty() {
-                let answers = guarded_async(storage.poll_many(&batch.requests)).await;
-                batch.settle(answers);
+                let answers = guarded_async(storage.poll_changes(since, &batch.requests)).await;
+                if let Some(epoch) = batch.settle(answers) {
+                    self.state().epoch = epoch;
+                }
             }
         } else {
             for breaker in &members {
@@ -736,14 +765,23 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn plan(members: &'a [Arc<Inner>], settings: &StorageSettings) -> Self {
+    /// The requests of a poll; with `changes` (the lane has an epoch), a
+    /// read of a breaker a poll already read and nothing else changed
+    /// since is a [`PollRequest::ReadIfChanged`] (R17.12).
+    fn plan(members: &'a [Arc<Inner>], settings: &StorageSettings, changes: bool) -> Self {
         let mut batch = Batch {
             asked: Vec::with_capacity(members.len()),
             requests: Vec::with_capacity(members.len()),
         };
         for breaker in members {
             let now = breaker.now();
-            if let Some(request) = breaker.poll_request(now, settings) {
+            if let Some(mut request) = breaker.poll_request(now, settings) {
+                if let PollRequest::Read { name } = request
+                    && changes
+                    && breaker.poll_may_skip()
+                {
+                    request = PollRequest::ReadIfChanged { name };
+                }
                 batch.asked.push((breaker, now, breaker.shared_version()));
                 batch.requests.push(request);
             }
@@ -751,29 +789,37 @@ impl<'a> Batch<'a> {
         batch
     }
 
-    /// Hands each breaker its answer; a failed batch (or a storage that
-    /// answered the wrong number of requests) degrades every breaker asked.
-    fn settle(self, answers: Result<PollAnswers, StorageError>) {
+    /// Hands each breaker its answer (an unanswered one keeps its view); a
+    /// failed batch (or a storage that answered the wrong number of
+    /// requests) degrades every breaker asked. Returns the epoch to poll
+    /// from next when the storage answered.
+    fn settle(self, answers: Result<ChangePoll, StorageError>) -> Option<Option<Epoch>> {
         let answers = answers.and_then(|a| {
-            if a.len() == self.asked.len() {
+            if a.answers.len() == self.asked.len() {
                 Ok(a)
             } else {
                 Err(Box::new(WrongAnswerCount {
                     asked: self.asked.len(),
-                    answered: a.len(),
+                    answered: a.answers.len(),
                 }) as StorageError)
             }
         });
         match answers {
-            Ok(answers) => {
-                for ((breaker, now, issued), answer) in self.asked.into_iter().zip(answers) {
-                    breaker.settle_answer(answer, now, issued);
+            Ok(poll) => {
+                for ((breaker, now, issued), answer) in self.asked.into_iter().zip(poll.answers) {
+                    if let Some(answer) = answer
+                        && breaker.settle_answer(answer, now, issued).is_some()
+                    {
+                        breaker.mark_polled();
+                    }
                 }
+                Some(poll.epoch)
             }
             Err(error) => {
                 for (breaker, now, _) in self.asked {
                     breaker.storage_failed(now, &*error);
                 }
+                None
             }
         }
     }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::machine::State;
-use crate::storage::SharedState;
+use crate::state::State;
+use crate::store::SharedState;
 
 use super::{MemoryStorage, Op};
 

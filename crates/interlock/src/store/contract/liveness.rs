@@ -25,7 +25,7 @@ async fn spent_round<T: Subject>(cx: &Cx<'_, T>, name: &str, permitted: u32) -> 
     view
 }
 
-pub(in crate::storage::contract) async fn restart_needs_a_stalled_round_at_the_expected_version<
+pub(in crate::store::contract) async fn restart_needs_a_stalled_round_at_the_expected_version<
     T: Subject,
 >(
     s: &T,
@@ -132,7 +132,7 @@ pub(in crate::storage::contract) async fn restart_needs_a_stalled_round_at_the_e
     );
 }
 
-pub(in crate::storage::contract) async fn restart_and_restore_refresh_ttl_only_when_applied<
+pub(in crate::store::contract) async fn restart_and_restore_refresh_ttl_only_when_applied<
     T: Subject,
 >(
     s: &T,
@@ -184,7 +184,7 @@ pub(in crate::storage::contract) async fn restart_and_restore_refresh_ttl_only_w
     .await;
 }
 
-pub(in crate::storage::contract) async fn restore_is_fenced_and_lifts_the_version<T: Subject>(
+pub(in crate::store::contract) async fn restore_is_fenced_and_lifts_the_version<T: Subject>(
     s: &T,
     t: &dyn StorageTime,
 ) {
@@ -289,7 +289,7 @@ pub(in crate::storage::contract) async fn restore_is_fenced_and_lifts_the_versio
     );
 }
 
-pub(in crate::storage::contract) async fn restore_clamps_opened_at_to_the_storage_clock<
+pub(in crate::store::contract) async fn restore_clamps_opened_at_to_the_storage_clock<
     T: Subject,
 >(
     s: &T,
@@ -368,7 +368,7 @@ pub(in crate::storage::contract) async fn restore_clamps_opened_at_to_the_storag
     );
 }
 
-pub(in crate::storage::contract) async fn versions_never_pass_the_maximum<T: Subject>(
+pub(in crate::store::contract) async fn versions_never_pass_the_maximum<T: Subject>(
     s: &T,
     t: &dyn StorageTime,
 ) {

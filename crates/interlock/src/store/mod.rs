@@ -1,25 +1,13 @@
-//! Shared state across a fleet: the storage contract, an in-memory storage,
-//! and the coordinator that keeps breakers in step with it.
-//!
-//! A storage holds one record per breaker name, [`SharedState`], and changes
-//! it only through the eight *intent* operations of [`Storage`] (blocking)
-//! or [`AsyncStorage`]: each is atomic, writes are fenced by version where a
-//! stale decision could overwrite a newer one, every applied write refreshes
-//! a TTL, and elapsed checks use the storage's own clock (R16). Two of them
-//! exist for liveness (issue 21): [`Storage::restart_stalled_round`] ends a
-//! HALF_OPEN round whose probes will never report, and [`Storage::restore`]
-//! repairs a record whose history went backwards.
-//!
-//! The local machine keeps owning the window and trip detection; the storage
-//! owns the shared OPEN / HALF_OPEN state and the fleet-wide probe budget.
+//! The storage layer behind [`crate::storage`]: the contract
+//! ([`Storage`], [`AsyncStorage`], [`SharedState`]) and [`MemoryStorage`].
+//! It names no breaker internals; the coordination lane that connects
+//! breakers to a storage lives in `breaker::coordinator`, above both.
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod contract;
-pub(crate) mod coordinator;
 mod memory;
 mod notice;
-mod operator;
 mod poll;
 mod settings;
 #[cfg(feature = "testing")]
@@ -34,11 +22,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::machine::{Outcome, State};
+use crate::state::{Outcome, State};
 
-pub use coordinator::Coordinator;
 pub use notice::{Notice, NoticeHandler, NoticeSink};
-pub use poll::PollRequest;
+pub use poll::{ChangePoll, Epoch, PollRequest};
 pub use settings::{StorageSettings, StorageSettingsBuilder};
 
 /// Any error a storage returns. The breaker treats every error as a sign to
@@ -331,7 +318,7 @@ pub trait Storage: Send + Sync + 'static {
     /// Only when the backend cannot answer.
     fn poll_one(&self, request: &PollRequest<'_>) -> Result<SharedState, StorageError> {
         match *request {
-            PollRequest::Read { name } => self
+            PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => self
                 .read(name)
                 .map(|v| v.unwrap_or_else(SharedState::closed)),
             PollRequest::BeginHalfOpen {
@@ -353,6 +340,37 @@ pub trait Storage: Send + Sync + 'static {
     /// When the batch as a whole could not be answered.
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
         Ok(requests.iter().map(|r| self.poll_one(r)).collect())
+    }
+
+    /// Answers a poll that needs only what changed (R16.15): like
+    /// [`poll_many`](Self::poll_many), one answer per request in order,
+    /// except that a [`PollRequest::ReadIfChanged`] may be left unanswered
+    /// (`None`) when `since` is an epoch this storage returned, in its
+    /// current history, and the record has had no applied write and has
+    /// not expired since. Every other request is always answered (a begin
+    /// whose wait elapsed is applied), and an unanswered request is a
+    /// promise that its record is as it was at `since`.
+    ///
+    /// Returns the epoch the answers are current as of, read atomically
+    /// with them or before them (never after: a change in between must
+    /// show up in the next poll), for the next call. With `since` absent,
+    /// unknown, from another history or too old for the storage's index,
+    /// every request is answered (a full read).
+    ///
+    /// The default keeps no index: it answers everything through
+    /// [`poll_many`](Self::poll_many) and returns no epoch, so a
+    /// coordinator reads every breaker at every poll, as before.
+    ///
+    /// # Errors
+    ///
+    /// When the poll as a whole could not be answered.
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, StorageError> {
+        let _ = since;
+        Ok(ChangePoll::full(self.poll_many(requests)?, None))
     }
 
     /// Starts pushing change [`Notice`]s to `sink` and returns `true`, or
@@ -459,7 +477,7 @@ pub trait AsyncStorage: Send + Sync + 'static {
         let request = *request;
         async move {
             match request {
-                PollRequest::Read { name } => self
+                PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => self
                     .read(name)
                     .await
                     .map(|v| v.unwrap_or_else(SharedState::closed)),
@@ -488,6 +506,16 @@ pub trait AsyncStorage: Send + Sync + 'static {
             }
             Ok(answers)
         }
+    }
+
+    /// See [`Storage::poll_changes`].
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<ChangePoll, StorageError>> + Send {
+        let _ = since;
+        async move { Ok(ChangePoll::full(self.poll_many(requests).await?, None)) }
     }
 
     /// See [`Storage::subscribe`]. Called from inside the async runtime the

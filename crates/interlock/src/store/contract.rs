@@ -46,10 +46,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock, MonotonicClock};
-use crate::machine::{Outcome, State};
+use crate::state::{Outcome, State};
 
 use super::{
-    AsyncStorage, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
+    AsyncStorage, ChangePoll, Epoch, PollAnswers, PollRequest, ProbeLease, SharedState, Storage,
+    StorageError,
 };
 
 /// The longest TTL the suite writes, in [`StorageTime::tick`]s.
@@ -279,6 +280,11 @@ trait Subject: Sync {
         &self,
         requests: &[PollRequest<'_>],
     ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send;
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<ChangePoll, StorageError>> + Send;
     /// `n` leases racing each other (threads, or one task's join).
     fn leases_at_once(
         &self,
@@ -363,6 +369,13 @@ impl<S: Storage> Subject for Blocking<'_, S> {
         requests: &[PollRequest<'_>],
     ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send {
         std::future::ready(self.0.poll_many(requests))
+    }
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<ChangePoll, StorageError>> + Send {
+        std::future::ready(self.0.poll_changes(since, requests))
     }
     fn leases_at_once(
         &self,
@@ -465,6 +478,13 @@ impl<S: AsyncStorage> Subject for NonBlocking<'_, S> {
         requests: &[PollRequest<'_>],
     ) -> impl Future<Output = Result<PollAnswers, StorageError>> + Send {
         self.0.poll_many(requests)
+    }
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> impl Future<Output = Result<ChangePoll, StorageError>> + Send {
+        self.0.poll_changes(since, requests)
     }
     fn leases_at_once(
         &self,
@@ -636,12 +656,14 @@ fn probes(s: &SharedState) -> (u32, u32, u32, u32, u32) {
     )
 }
 
+mod changes;
 mod liveness;
 
 /// The rules, each written once over [`Subject`].
 mod rules {
     use super::*;
 
+    pub(super) use super::changes::*;
     pub(super) use super::liveness::*;
 
     pub(super) async fn absent_key_reads_none<T: Subject>(s: &T, t: &dyn StorageTime) {
@@ -1392,7 +1414,7 @@ macro_rules! suite {
         /// panics, naming the rule, on a violation.
         pub mod blocking {
             use super::{Blocking, StorageTime, block_on, rules};
-            use crate::storage::Storage;
+            use crate::store::Storage;
 
             $(
                 $(#[doc = $doc])+
@@ -1422,7 +1444,7 @@ macro_rules! suite {
         /// panics, naming the rule, on a violation. The futures are `Send`.
         pub mod asynchronous {
             use super::{NonBlocking, StorageTime, rules};
-            use crate::storage::AsyncStorage;
+            use crate::store::AsyncStorage;
 
             $(
                 $(#[doc = $doc])+
@@ -1581,4 +1603,14 @@ suite! {
     /// R16.7 (issue 21): no operation writes a version above
     /// `SharedState::MAX_VERSION`.
     versions_never_pass_the_maximum;
+    /// R16.15 (issue 29): `poll_changes` without an epoch, or from an epoch
+    /// the storage never returned, answers every request as `poll_many`
+    /// would (a full read), begins applied.
+    poll_changes_without_a_known_epoch_reads_everything;
+    /// R16.15: from an epoch it returned, `poll_changes` answers every
+    /// record that changed since (each kind of applied write, and an
+    /// expiry) with its current state, never leaves a read or a begin
+    /// unanswered, and returns an epoch to go on from that misses nothing
+    /// either.
+    poll_changes_never_skips_a_change;
 }

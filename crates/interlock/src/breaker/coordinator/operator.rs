@@ -9,9 +9,9 @@
 //! breakers of that name, as the answer to a poll would be; other instances
 //! adopt it at their next poll (or at once, with change notices).
 
-use super::coordinator::{Backend, guarded, guarded_async};
-use super::{Coordinator, PollRequest, SharedState, StorageError};
+use super::{Backend, Coordinator, guarded, guarded_async};
 use crate::mode::{Async, Blocking};
+use crate::store::{PollRequest, SharedState, StorageError};
 
 /// Which fenced write.
 #[derive(Clone, Copy)]

@@ -32,6 +32,7 @@ pub struct StorageSettings {
     write_queue_size: usize,
     notifications: bool,
     batched_polling: bool,
+    full_poll_interval: Duration,
 }
 
 impl Default for StorageSettings {
@@ -46,6 +47,7 @@ impl Default for StorageSettings {
             write_queue_size: 128,
             notifications: true,
             batched_polling: true,
+            full_poll_interval: Duration::from_secs(300),
         }
     }
 }
@@ -109,6 +111,25 @@ impl StorageSettings {
     #[must_use]
     pub fn batched_polling(&self) -> bool {
         self.batched_polling
+    }
+
+    /// How often a coordinator whose storage keeps a change index reads
+    /// every breaker anyway (default 5 minutes; R17.12): between such full
+    /// polls, a batched poll reads only the breakers that changed since the
+    /// previous one. The full read is the safety net for changes the index
+    /// cannot see: a writer that does not keep it (an older release, an
+    /// operator's `DEL`). `Duration::MAX`: only when the index cannot
+    /// answer.
+    #[must_use]
+    pub fn full_poll_interval(&self) -> Duration {
+        self.full_poll_interval
+    }
+
+    /// How many polls go between two full ones: the full poll interval
+    /// over the poll interval, rounded up (at least one).
+    pub(crate) fn polls_per_full_poll(&self) -> u64 {
+        let polls = self.full_poll_interval.as_nanos() / self.poll_interval.as_nanos().max(1);
+        u64::try_from(polls).unwrap_or(u64::MAX).max(1)
     }
 
     /// The retry delay after the `k`-th consecutive failure, before jitter
@@ -215,6 +236,12 @@ impl StorageSettingsBuilder {
         self.settings.batched_polling = on;
         self
     }
+    /// Read every breaker at least this often even with a change index
+    /// (default 5 minutes); see [`StorageSettings::full_poll_interval`].
+    pub fn full_poll_interval(mut self, interval: Duration) -> Self {
+        self.settings.full_poll_interval = interval;
+        self
+    }
 
     /// Validates the settings.
     ///
@@ -265,6 +292,12 @@ impl StorageSettingsBuilder {
                 ),
             ));
         }
+        if s.full_poll_interval.is_zero() {
+            return Err(ConfigError::new(
+                "full_poll_interval",
+                "must be greater than zero",
+            ));
+        }
         if s.write_queue_size == 0 {
             return Err(ConfigError::new("write_queue_size", "must be at least 1"));
         }
@@ -283,6 +316,8 @@ mod tests {
         assert_eq!(d.poll_interval(), Duration::from_secs(1));
         assert_eq!(d.retry_backoff(), Duration::from_secs(5));
         assert_eq!(d.write_queue_size(), 128);
+        assert_eq!(d.full_poll_interval(), Duration::from_secs(300));
+        assert_eq!(d.polls_per_full_poll(), 300);
         assert!(d.notifications() && d.batched_polling());
         let off = StorageSettings::builder()
             .notifications(false)
@@ -307,6 +342,7 @@ mod tests {
             (b().retry_jitter(-0.1), "retry_jitter"),
             (b().retry_jitter(f64::INFINITY), "retry_jitter"),
             (b().write_queue_size(0), "write_queue_size"),
+            (b().full_poll_interval(Duration::ZERO), "full_poll_interval"),
         ];
         for (builder, field) in cases {
             assert_eq!(builder.build().unwrap_err().field(), field);

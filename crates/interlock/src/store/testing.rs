@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::machine::Outcome;
+use crate::state::Outcome;
 
 use super::memory::{Op, OpCounters};
 use super::{

@@ -1,0 +1,668 @@
+//! A fleet simulator (issue 29): N instances (threads, each with its own
+//! storage, so its own connections and notice subscription, its own
+//! coordinator and M breakers) against a real `redis-server` this program
+//! starts on a free loopback port and kills at the end, while a writer
+//! changes a given fraction of the breakers per second. For each polling
+//! mode it reports the server's CPU (`INFO cpu`: `used_cpu_sys` +
+//! `used_cpu_user`) per instance-poll, the commands per poll (`INFO
+//! commandstats`), and how long a change took to reach every instance
+//! (p50, p99).
+//!
+//! ```sh
+//! cargo run --release -p interlock-redis --example fleet_sim -- \
+//!     --instances 50 --breakers 1000 --change-rate 0.01 --seconds 30
+//! ```
+//!
+//! Options (defaults in brackets): `--instances` [50], `--breakers` [1000],
+//! `--change-rate` [0.01] (changes per breaker per second: a change is a
+//! trip of a CLOSED breaker, or the close that follows it `--hold-ms`
+//! [500] later), `--seconds` [30] measured after a warm-up, `--poll-ms`
+//! [1000], `--notices` [on|off], `--modes` [none,full,index] (`none`: the
+//! same instances, subscriptions and writes, but no poll after the first,
+//! the baseline; `full`: the change index off, every poll reads every
+//! breaker; `index`: the default).
+//!
+//! Per mode it prints the server's CPU in the window (`cpu ms`: all of it,
+//! the writer's writes, their notices to every subscriber and the server's
+//! housekeeping included), and per instance-poll: `cpu us/poll`, the CPU
+//! above the `none` baseline divided by the polls (what the polls added),
+//! `script us/poll`, the `EVALSHA` time of `INFO commandstats` above the
+//! baseline's, divided by the polls (the scripts alone, without the
+//! network), and the commands each poll sent (`evalsha`) and ran inside
+//! its script (`hmget`: breaker hashes read; `zset`: index lookups).
+//!
+//! Before the fleet, a probe (`--probe` [2000] polls, 0 to skip) measures
+//! one poll alone on the server: one storage polls every breaker (all of
+//! them written, so every hash exists) after each batch of writes (the
+//! changes one poll interval brings at the change rate), and the CPU of the
+//! same writes without polls is taken off. The full read is probed with a
+//! tenth of the polls.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line tool
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use interlock::mode::Blocking;
+use interlock::storage::{
+    ChangePoll, Coordinator, Epoch, NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState,
+    Storage, StorageError, StorageSettings,
+};
+use interlock::{CircuitBreaker, Config, Outcome};
+use interlock_redis::RedisStorage;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+struct Args {
+    instances: usize,
+    breakers: usize,
+    change_rate: f64,
+    hold: Duration,
+    seconds: u64,
+    poll: Duration,
+    notices: bool,
+    modes: Vec<String>,
+    probe: usize,
+}
+
+fn parse_args() -> Result<Args, Error> {
+    let mut a = Args {
+        instances: 50,
+        breakers: 1000,
+        change_rate: 0.01,
+        hold: Duration::from_millis(500),
+        seconds: 30,
+        poll: Duration::from_millis(1000),
+        notices: true,
+        modes: vec!["none".into(), "full".into(), "index".into()],
+        probe: 2000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--instances" => a.instances = value.parse()?,
+            "--breakers" => a.breakers = value.parse()?,
+            "--change-rate" => a.change_rate = value.parse()?,
+            "--hold-ms" => a.hold = Duration::from_millis(value.parse()?),
+            "--seconds" => a.seconds = value.parse()?,
+            "--poll-ms" => a.poll = Duration::from_millis(value.parse()?),
+            "--notices" => a.notices = value == "on",
+            "--modes" => a.modes = value.split(',').map(str::to_owned).collect(),
+            "--probe" => a.probe = value.parse()?,
+            _ => return Err(format!("unknown option {flag}").into()),
+        }
+    }
+    Ok(a)
+}
+
+/// A `redis-server` of our own, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start() -> Result<Server, Error> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let dir = std::env::temp_dir().join(format!("interlock-fleet-sim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--maxclients", "10000"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server: {e}"))?;
+        let server = Server { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.admin().is_err() {
+            if Instant::now() > deadline {
+                return Err("redis-server did not answer within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+
+    fn client(&self) -> redis::Client {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).expect("a valid URL")
+    }
+
+    fn admin(&self) -> redis::RedisResult<redis::Connection> {
+        self.client().get_connection()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The server's CPU seconds so far (`used_cpu_sys + used_cpu_user`).
+fn server_cpu(con: &mut redis::Connection) -> Result<f64, Error> {
+    let info: String = redis::cmd("INFO").arg("cpu").query(con)?;
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(field("used_cpu_sys") + field("used_cpu_user"))
+}
+
+/// `INFO commandstats`: calls per command, and `<command>.usec`: the
+/// microseconds spent in it.
+fn command_calls(con: &mut redis::Connection) -> Result<HashMap<String, u64>, Error> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con)?;
+    let mut out = HashMap::new();
+    for line in info.lines() {
+        let Some((name, stats)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|rest| rest.split_once(':'))
+        else {
+            continue;
+        };
+        for (field, key) in [
+            ("calls=", name.to_owned()),
+            ("usec=", format!("{name}.usec")),
+        ] {
+            if let Some(v) = stats.split(',').find_map(|kv| kv.strip_prefix(field))
+                && let Ok(v) = v.parse()
+            {
+                out.insert(key, v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A storage that counts the coordinator's batched polls and delegates
+/// everything to the Redis storage.
+struct Counting {
+    inner: RedisStorage<redis::Connection>,
+    polls: Arc<AtomicU64>,
+}
+
+impl Storage for Counting {
+    fn read(&self, name: &str) -> Result<Option<SharedState>, StorageError> {
+        self.inner.read(name)
+    }
+    fn trip_open(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        self.inner.trip_open(name, ttl, expected)
+    }
+    fn begin_half_open_if_elapsed(
+        &self,
+        name: &str,
+        wait: Duration,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.inner
+            .begin_half_open_if_elapsed(name, wait, permitted, ttl)
+    }
+    fn lease_probe(&self, name: &str, ttl: Duration) -> Result<ProbeLease, StorageError> {
+        self.inner.lease_probe(name, ttl)
+    }
+    fn record_probe(
+        &self,
+        name: &str,
+        outcome: Outcome,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.inner.record_probe(name, outcome, ttl)
+    }
+    fn close(
+        &self,
+        name: &str,
+        ttl: Duration,
+        expected: Option<u64>,
+    ) -> Result<SharedState, StorageError> {
+        self.inner.close(name, ttl, expected)
+    }
+    fn restart_stalled_round(
+        &self,
+        name: &str,
+        expected: u64,
+        permitted: u32,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.inner
+            .restart_stalled_round(name, expected, permitted, ttl)
+    }
+    fn restore(
+        &self,
+        name: &str,
+        expected: u64,
+        state: SharedState,
+        ttl: Duration,
+    ) -> Result<SharedState, StorageError> {
+        self.inner.restore(name, expected, state, ttl)
+    }
+    fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        self.inner.poll_many(requests)
+    }
+    fn poll_changes(
+        &self,
+        since: Option<Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Result<ChangePoll, StorageError> {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        self.inner.poll_changes(since, requests)
+    }
+    fn subscribe(&self, sink: NoticeSink) -> bool {
+        self.inner.subscribe(sink)
+    }
+    fn settings(&self) -> StorageSettings {
+        self.inner.settings()
+    }
+}
+
+/// One simulated process.
+struct Instance {
+    _lane: Coordinator<Blocking>,
+    breakers: Vec<CircuitBreaker<Blocking>>,
+}
+
+/// A change the writer made: which breaker, the version it wrote, when.
+struct Change {
+    breaker: usize,
+    version: u64,
+    at: Instant,
+    /// Which instances have not seen it yet.
+    unseen: Vec<usize>,
+}
+
+/// xorshift64*: enough randomness to pick breakers, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        usize::try_from(x % u64::try_from(n).unwrap_or(1)).unwrap_or(0)
+    }
+}
+
+/// What one mode measured.
+struct Report {
+    polls: u64,
+    cpu_s: f64,
+    calls: HashMap<String, u64>,
+    writes: u64,
+    latencies: Vec<Duration>,
+    missed: usize,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
+    let index = mode == "index";
+    let mut admin = server.admin()?;
+    let _: () = redis::cmd("FLUSHALL").query(&mut admin)?;
+    let ttl = Duration::from_secs(300);
+    let polls = Arc::new(AtomicU64::new(0));
+    let names: Vec<String> = (0..args.breakers).map(|i| format!("host-{i}")).collect();
+    let config = Config::builder()
+        .wait_duration_in_open(Duration::from_secs(30))
+        .build()?;
+    let baseline = mode == "none";
+    let poll_interval = if baseline {
+        Duration::from_secs(3600)
+    } else {
+        args.poll
+    };
+    let mut instances = Vec::with_capacity(args.instances);
+    for _ in 0..args.instances {
+        let storage = RedisStorage::from_client(server.client(), Duration::from_secs(2))
+            .poll_interval(poll_interval)
+            .state_ttl(ttl)
+            .notifications(args.notices)
+            .change_index(index)
+            .build()?;
+        let lane = Coordinator::blocking(Counting {
+            inner: storage,
+            polls: polls.clone(),
+        });
+        let breakers = names
+            .iter()
+            .map(|name| {
+                CircuitBreaker::builder(name.as_str())
+                    .config(config.clone())
+                    .coordinator(&lane)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        instances.push(Instance {
+            _lane: lane,
+            breakers,
+        });
+    }
+    // Warm-up: every instance has polled a few times (scripts loaded,
+    // connections open, the first full polls done).
+    let n = u64::try_from(args.instances)?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let warm = if baseline { n } else { 3 * n };
+    while polls.load(Ordering::Relaxed) < warm {
+        if Instant::now() > deadline {
+            return Err("the instances did not poll within 2 minutes".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let pending: Arc<Mutex<Vec<Change>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (pending, stop, writes) = (pending.clone(), stop.clone(), writes.clone());
+        let storage = RedisStorage::from_client(server.client(), Duration::from_secs(2))
+            .notifications(args.notices)
+            .change_index(index)
+            .build()?;
+        let (names, args) = (names.clone(), args.clone());
+        std::thread::spawn(move || -> Result<(), StorageError> {
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+            let mut open: Vec<(usize, Instant)> = Vec::new();
+            let mut owed = 0.0;
+            let tick = Duration::from_millis(10);
+            let per_tick = args.change_rate * names.len() as f64 * tick.as_secs_f64();
+            let everyone: Vec<usize> = (0..args.instances).collect();
+            let record = |breaker: usize, version: u64| {
+                writes.fetch_add(1, Ordering::Relaxed);
+                pending.lock().expect("not poisoned").push(Change {
+                    breaker,
+                    version,
+                    at: Instant::now(),
+                    unseen: everyone.clone(),
+                });
+            };
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                next += tick;
+                // Closes that are due: each is the second change of a trip.
+                let now = Instant::now();
+                let due: Vec<usize> = open
+                    .iter()
+                    .filter(|(_, at)| now >= *at)
+                    .map(|(b, _)| *b)
+                    .collect();
+                open.retain(|(_, at)| now < *at);
+                for b in due {
+                    let v = storage.close(&names[b], ttl, None)?;
+                    owed -= 1.0;
+                    record(b, v.version);
+                }
+                owed += per_tick;
+                while owed >= 1.0 {
+                    let b = rng.below(names.len());
+                    if open.iter().any(|(o, _)| *o == b) {
+                        continue;
+                    }
+                    let v = storage.trip_open(&names[b], ttl, None)?;
+                    owed -= 1.0;
+                    open.push((b, Instant::now() + args.hold));
+                    record(b, v.version);
+                }
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            }
+            Ok(())
+        })
+    };
+
+    let cpu0 = server_cpu(&mut admin)?;
+    let calls0 = command_calls(&mut admin)?;
+    let polls0 = polls.load(Ordering::Relaxed);
+    let writes0 = writes.load(Ordering::Relaxed);
+    let start = Instant::now();
+    let window = Duration::from_secs(args.seconds);
+    let mut latencies = Vec::new();
+    let mut missed = 0;
+    let mut end = None;
+    loop {
+        let now = Instant::now();
+        if end.is_none() && now.duration_since(start) >= window {
+            end = Some((
+                server_cpu(&mut admin)?,
+                command_calls(&mut admin)?,
+                polls.load(Ordering::Relaxed),
+                writes.load(Ordering::Relaxed),
+            ));
+            stop.store(true, Ordering::Relaxed);
+        }
+        {
+            let mut pending = pending.lock().expect("not poisoned");
+            for change in pending.iter_mut() {
+                change.unseen.retain(|&i| {
+                    let seen = instances[i].breakers[change.breaker]
+                        .shared_view()
+                        .is_some_and(|v| v.version >= change.version);
+                    if seen {
+                        latencies.push(now.duration_since(change.at));
+                    }
+                    !seen
+                });
+            }
+            pending.retain(|c| {
+                let lost = now.duration_since(c.at) > Duration::from_secs(10);
+                if lost {
+                    missed += c.unseen.len();
+                }
+                !c.unseen.is_empty() && !lost
+            });
+            if end.is_some() && pending.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    writer.join().map_err(|_| "the writer panicked")??;
+    let (cpu1, calls1, polls1, writes1) = end.expect("set before the loop ends");
+    let calls = calls1
+        .into_iter()
+        .map(|(k, v)| {
+            let before = calls0.get(&k).copied().unwrap_or(0);
+            (k, v.saturating_sub(before))
+        })
+        .collect();
+    latencies.sort_unstable();
+    Ok(Report {
+        polls: polls1 - polls0,
+        cpu_s: cpu1 - cpu0,
+        calls,
+        writes: writes1 - writes0,
+        latencies,
+        missed,
+    })
+}
+
+/// The server CPU of one poll, alone on the server: `polls` polls of
+/// `breakers` existing hashes by one storage, each after `changes`
+/// writes; the CPU of the same writes without polls is measured first and
+/// taken off. Returns microseconds per poll.
+fn probe(
+    server: &Server,
+    breakers: usize,
+    index: bool,
+    changes: usize,
+    polls: usize,
+) -> Result<f64, Error> {
+    let mut admin = server.admin()?;
+    let _: () = redis::cmd("FLUSHALL").query(&mut admin)?;
+    let ttl = Duration::from_secs(300);
+    let s = RedisStorage::from_client(server.client(), Duration::from_secs(2))
+        .notifications(false)
+        .change_index(index)
+        .build()?;
+    let names: Vec<String> = (0..breakers).map(|i| format!("host-{i}")).collect();
+    for name in &names {
+        s.close(name, ttl, None)?;
+    }
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut write = |s: &RedisStorage<redis::Connection>| -> Result<(), Error> {
+        for _ in 0..changes {
+            s.close(&names[rng.below(names.len())], ttl, None)?;
+        }
+        Ok(())
+    };
+    // The writes alone.
+    let cpu0 = server_cpu(&mut admin)?;
+    for _ in 0..polls {
+        write(&s)?;
+    }
+    let writes_only = server_cpu(&mut admin)? - cpu0;
+    // The same writes, each batch followed by a poll of every breaker.
+    let reads: Vec<PollRequest<'_>> = names
+        .iter()
+        .map(|name| PollRequest::Read { name })
+        .collect();
+    let ifs: Vec<PollRequest<'_>> = names
+        .iter()
+        .map(|name| PollRequest::ReadIfChanged { name })
+        .collect();
+    let mut epoch = s.poll_changes(None, &reads)?.epoch;
+    let cpu0 = server_cpu(&mut admin)?;
+    for _ in 0..polls {
+        write(&s)?;
+        let poll = s.poll_changes(epoch, if epoch.is_some() { &ifs } else { &reads })?;
+        epoch = poll.epoch;
+    }
+    let with_polls = server_cpu(&mut admin)? - cpu0;
+    #[allow(clippy::cast_precision_loss)]
+    Ok((with_polls - writes_only).max(0.0) * 1e6 / polls as f64)
+}
+
+fn main() -> Result<(), Error> {
+    let args = parse_args()?;
+    let server = Server::start()?;
+    println!(
+        "fleet: {} instances x {} breakers, {} changes per breaker per second (hold {} ms), \
+         poll every {} ms, notices {}, {} s measured per mode",
+        args.instances,
+        args.breakers,
+        args.change_rate,
+        args.hold.as_millis(),
+        args.poll.as_millis(),
+        if args.notices { "on" } else { "off" },
+        args.seconds
+    );
+    println!(
+        "{:<6} {:>6} {:>6} {:>8} {:>11} {:>14} {:>12} {:>10} {:>9} {:>9} {:>9} {:>6}",
+        "mode",
+        "polls",
+        "writes",
+        "cpu ms",
+        "cpu us/poll",
+        "script us/poll",
+        "evalsha/poll",
+        "hmget/poll",
+        "zset/poll",
+        "prop p50",
+        "prop p99",
+        "missed"
+    );
+    if args.probe > 0 {
+        let changes = (args.change_rate * args.breakers as f64 * args.poll.as_secs_f64()).round();
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let changes = changes as usize;
+        let full = probe(&server, args.breakers, false, changes, args.probe / 10)?;
+        let idle = probe(&server, args.breakers, true, 0, args.probe)?;
+        let changed = probe(&server, args.breakers, true, changes, args.probe)?;
+        println!(
+            "probe ({} polls alone on the server, {} existing breakers): server CPU per poll: \
+             full read {full:.1} us; change poll {idle:.1} us idle, {changed:.1} us after {changes} \
+             changes (1/{:.0} of the full read)",
+            args.probe,
+            args.breakers,
+            full / changed.max(0.001)
+        );
+    }
+    let mut base: Option<(f64, f64, f64)> = None;
+    for mode in &args.modes {
+        if !["none", "full", "index"].contains(&mode.as_str()) {
+            return Err(format!("unknown mode {mode}").into());
+        }
+        let r = run(&server, &args, mode)?;
+        #[allow(clippy::cast_precision_loss)]
+        let polls = r.polls.max(1) as f64;
+        let get = |k: &str| r.calls.get(k).copied().unwrap_or(0);
+        let zset: u64 = [
+            "zadd",
+            "zrange",
+            "zrangebyscore",
+            "zremrangebyrank",
+            "zremrangebyscore",
+        ]
+        .iter()
+        .map(|k| get(k))
+        .sum();
+        // What the writes and the idle fleet cost, per write and per second.
+        #[allow(clippy::cast_precision_loss)]
+        let (cpu_s, script_us, hmget) = (r.cpu_s, get("evalsha.usec") as f64, get("hmget") as f64);
+        let (base_cpu, base_script, base_hmget) = base.unwrap_or((0.0, 0.0, 0.0));
+        if mode == "none" {
+            base = Some((cpu_s, script_us, hmget));
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let evalsha = get("evalsha").saturating_sub(r.writes) as f64;
+        if mode == "none" {
+            println!(
+                "{:<6} {:>6} {:>6} {:>8.1}   (the baseline: writes, notices and an idle fleet, \
+                 no polls)",
+                mode,
+                r.polls,
+                r.writes,
+                cpu_s * 1e3
+            );
+            continue;
+        }
+        let marginal = |x: f64, b: f64| (x - b).max(0.0);
+        #[allow(clippy::cast_precision_loss)]
+        let zset_per_poll = zset as f64 / polls;
+        println!(
+            "{:<6} {:>6} {:>6} {:>8.1} {:>11.1} {:>14.1} {:>12.2} {:>10.1} {:>9.1} {:>7.1}ms {:>7.1}ms {:>6}",
+            mode,
+            r.polls,
+            r.writes,
+            cpu_s * 1e3,
+            marginal(cpu_s, base_cpu) * 1e6 / polls,
+            marginal(script_us, base_script) / polls,
+            evalsha / polls,
+            marginal(hmget, base_hmget) / polls,
+            zset_per_poll,
+            percentile(&r.latencies, 0.5).as_secs_f64() * 1e3,
+            percentile(&r.latencies, 0.99).as_secs_f64() * 1e3,
+            r.missed
+        );
+    }
+    Ok(())
+}
