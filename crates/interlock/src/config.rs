@@ -9,6 +9,16 @@ use crate::policy::{HalfOpenPolicy, TripPolicy};
 /// consecutive failed probe rounds (R10.4).
 pub const MAX_BACKOFF_ROUNDS: u32 = 64;
 
+/// The largest count window [`ConfigBuilder::build`] accepts: a million
+/// calls. The window keeps one byte per call, allocated when the breaker is
+/// built, so this bounds it at about 1 MB per breaker.
+pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
+
+/// The longest time window [`ConfigBuilder::build`] accepts, in seconds:
+/// one day. The window keeps one 12-byte bucket per second, allocated when
+/// the breaker is built, so this bounds it at about 1 MB per breaker.
+pub const MAX_TIME_WINDOW_SECS: u32 = 86_400;
+
 /// Which sliding window a breaker counts CLOSED outcomes in.
 ///
 /// ```
@@ -30,15 +40,17 @@ pub enum SlidingWindow {
 }
 
 impl SlidingWindow {
-    /// The last `calls` calls. `0` is rejected by [`ConfigBuilder::build`].
+    /// The last `calls` calls. `0` and more than [`MAX_COUNT_WINDOW`] are
+    /// rejected by [`ConfigBuilder::build`].
     #[must_use]
     pub const fn count(calls: u32) -> Self {
         SlidingWindow::Count(calls)
     }
 
     /// The calls of the last `duration`, in whole seconds. A duration that is
-    /// zero, not a whole number of seconds, or longer than `u32::MAX` seconds
-    /// is rejected by [`ConfigBuilder::build`].
+    /// zero, not a whole number of seconds, or longer than
+    /// [`MAX_TIME_WINDOW_SECS`] (one day) is rejected by
+    /// [`ConfigBuilder::build`].
     #[must_use]
     pub const fn time(duration: Duration) -> Self {
         if duration.subsec_nanos() != 0 || duration.as_secs() > u32::MAX as u64 {
@@ -94,6 +106,8 @@ pub struct Config {
     pub(crate) wait_duration_in_open: Duration,
     pub(crate) wait_duration_backoff_multiplier: f64,
     pub(crate) wait_duration_in_open_max: Option<Duration>,
+    /// `None`: follow `wait_duration_in_open`.
+    pub(crate) max_wait_in_half_open: Option<Duration>,
     pub(crate) permitted_calls_in_half_open: u32,
     pub(crate) max_concurrent_probes: u32,
     pub(crate) sliding_window: SlidingWindow,
@@ -112,6 +126,7 @@ impl Default for Config {
             wait_duration_in_open: Duration::from_secs(60),
             wait_duration_backoff_multiplier: 1.0,
             wait_duration_in_open_max: None,
+            max_wait_in_half_open: None,
             permitted_calls_in_half_open: 10,
             max_concurrent_probes: 1,
             sliding_window: SlidingWindow::default(),
@@ -180,6 +195,27 @@ impl Config {
     #[must_use]
     pub fn wait_duration_in_open_max(&self) -> Option<Duration> {
         self.wait_duration_in_open_max
+    }
+    /// How long a HALF_OPEN round may go with no free probe slot and no
+    /// probe admitted or settled before the next call abandons it (ruling
+    /// D7): its outstanding probes then count as inconclusive (R9.3, R9.4).
+    /// Unless set, it follows [`wait_duration_in_open`](Self::wait_duration_in_open);
+    /// `Duration::MAX` means never.
+    ///
+    /// ```
+    /// use interlock::Config;
+    /// use std::time::Duration;
+    ///
+    /// let c = Config::builder().wait_duration_in_open(Duration::from_secs(5)).build()?;
+    /// assert_eq!(c.max_wait_in_half_open(), Duration::from_secs(5));
+    /// let c = c.to_builder().max_wait_in_half_open(Duration::from_secs(30)).build()?;
+    /// assert_eq!(c.max_wait_in_half_open(), Duration::from_secs(30));
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn max_wait_in_half_open(&self) -> Duration {
+        self.max_wait_in_half_open
+            .unwrap_or(self.wait_duration_in_open)
     }
     /// Probes admitted per HALF_OPEN round (default 10).
     #[must_use]
@@ -298,7 +334,8 @@ impl ConfigBuilder {
         permitted_calls_in_half_open: u32;
         /// Probes in flight at once; must be in `[1, permitted_calls_in_half_open]`.
         max_concurrent_probes: u32;
-        /// The sliding window; its size must be at least 1.
+        /// The sliding window; its size must be at least 1 and at most
+        /// [`MAX_COUNT_WINDOW`] calls or [`MAX_TIME_WINDOW_SECS`] seconds.
         sliding_window: SlidingWindow;
         /// Move OPEN to HALF_OPEN on a timer instead of on the next call.
         auto_transition: bool;
@@ -306,6 +343,21 @@ impl ConfigBuilder {
         trip_policy: TripPolicy;
         /// What decides a HALF_OPEN round.
         half_open_policy: HalfOpenPolicy;
+    }
+
+    /// Abandons a HALF_OPEN round that has had no free probe slot and no
+    /// probe admitted or settled for this long, at the next call's
+    /// admission: its outstanding probes count as inconclusive, so the
+    /// breaker re-opens once the round's inconclusive probes reach
+    /// `permitted_calls_in_half_open` (a failed round for the backoff) and
+    /// otherwise goes on with their slots free; their late outcomes are
+    /// ignored (ruling D7, R9.4, R8.8). Must not be zero; `Duration::MAX`
+    /// never abandons a round. Unless set, it follows
+    /// `wait_duration_in_open` (resilience4j's
+    /// `maxWaitDurationInHalfOpenState`, on by default here).
+    pub fn max_wait_in_half_open(mut self, max: Duration) -> Self {
+        self.config.max_wait_in_half_open = Some(max);
+        self
     }
 
     /// Caps the backed-off open wait; must be at least `wait_duration_in_open`.
@@ -375,6 +427,12 @@ impl ConfigBuilder {
                 ));
             }
         }
+        if c.max_wait_in_half_open.is_some_and(|max| max.is_zero()) {
+            return Err(ConfigError::new(
+                "max_wait_in_half_open",
+                "must be greater than zero (Duration::MAX never abandons a round)",
+            ));
+        }
         if c.permitted_calls_in_half_open == 0 {
             return Err(ConfigError::new(
                 "permitted_calls_in_half_open",
@@ -391,14 +449,30 @@ impl ConfigBuilder {
                 ),
             ));
         }
-        if c.sliding_window.size() == 0 {
-            let reason = match c.sliding_window {
-                SlidingWindow::Count(_) => "a count window must hold at least 1 call",
-                SlidingWindow::Time(_) => {
-                    "a time window must be a whole number of seconds, at least 1 and at most u32::MAX"
-                }
-            };
-            return Err(ConfigError::new("sliding_window", reason));
+        match c.sliding_window {
+            SlidingWindow::Count(n) if n == 0 || n > MAX_COUNT_WINDOW => {
+                return Err(ConfigError::new(
+                    "sliding_window",
+                    format!(
+                        "a count window must hold between 1 and {MAX_COUNT_WINDOW} calls, got {n}"
+                    ),
+                ));
+            }
+            SlidingWindow::Time(n) if n == 0 || n > MAX_TIME_WINDOW_SECS => {
+                return Err(ConfigError::new(
+                    "sliding_window",
+                    format!(
+                        "a time window must be a whole number of seconds between 1 and \
+                         {MAX_TIME_WINDOW_SECS} (one day){}",
+                        if n == 0 {
+                            String::new()
+                        } else {
+                            format!(", got {n} s")
+                        }
+                    ),
+                ));
+            }
+            _ => {}
         }
         if let SlidingWindow::Count(size) = c.sliding_window {
             if c.minimum_number_of_calls > size {
@@ -516,6 +590,27 @@ mod tests {
                 b().sliding_window(SlidingWindow::time(Duration::from_millis(1500))),
                 "sliding_window",
             ),
+            // Issue 20: absurd windows would abort allocating at build().
+            (
+                b().sliding_window(SlidingWindow::count(u32::MAX)),
+                "sliding_window",
+            ),
+            (
+                b().sliding_window(SlidingWindow::count(MAX_COUNT_WINDOW + 1)),
+                "sliding_window",
+            ),
+            (
+                b().sliding_window(SlidingWindow::time(Duration::from_secs(86_401))),
+                "sliding_window",
+            ),
+            (
+                b().sliding_window(SlidingWindow::Time(u32::MAX)),
+                "sliding_window",
+            ),
+            (
+                b().max_wait_in_half_open(Duration::ZERO),
+                "max_wait_in_half_open",
+            ),
             // D1: a count window smaller than the minimum could never trip.
             (
                 b().minimum_number_of_calls(11)
@@ -556,6 +651,60 @@ mod tests {
             .sliding_window(SlidingWindow::time(Duration::from_secs(1)))
             .build()
             .unwrap();
+    }
+
+    #[test]
+    fn window_maxima_are_inclusive_and_named_in_the_error() {
+        let count = Config::builder()
+            .sliding_window(SlidingWindow::count(MAX_COUNT_WINDOW))
+            .build()
+            .unwrap();
+        assert_eq!(count.sliding_window().size(), 1_000_000);
+        let day = Config::builder()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(86_400)))
+            .build()
+            .unwrap();
+        assert_eq!(day.sliding_window().size(), MAX_TIME_WINDOW_SECS);
+        let e = Config::builder()
+            .sliding_window(SlidingWindow::count(u32::MAX))
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("1000000"), "{e}");
+        assert!(e.to_string().contains(&u32::MAX.to_string()), "{e}");
+        let e = Config::builder()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(86_401)))
+            .build()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("86400 (one day), got 86401 s"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn d7_max_wait_in_half_open_follows_the_open_wait_unless_set() {
+        let c = Config::default();
+        assert_eq!(c.max_wait_in_half_open(), Duration::from_secs(60));
+        let c = c
+            .to_builder()
+            .wait_duration_in_open(Duration::from_secs(3))
+            .build()
+            .unwrap();
+        assert_eq!(c.max_wait_in_half_open(), Duration::from_secs(3));
+        let c = c
+            .to_builder()
+            .max_wait_in_half_open(Duration::MAX)
+            .wait_duration_in_open(Duration::from_secs(9))
+            .build()
+            .unwrap();
+        assert_eq!(c.max_wait_in_half_open(), Duration::MAX, "kept once set");
+        assert_ne!(
+            c,
+            Config::builder()
+                .wait_duration_in_open(Duration::from_secs(9))
+                .build()
+                .unwrap()
+        );
     }
 
     #[test]

@@ -123,7 +123,10 @@ pub use classify::Verdict;
 pub use clock::{
     COARSE_MIN_SLOW_THRESHOLD, Clock, CoarseClock, ManualClock, MonotonicClock, Timestamp,
 };
-pub use config::{Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, SlidingWindow};
+pub use config::{
+    Config, ConfigBuilder, MAX_BACKOFF_ROUNDS, MAX_COUNT_WINDOW, MAX_TIME_WINDOW_SECS,
+    SlidingWindow,
+};
 pub use error::{CallError, CircuitOpenError, ConfigError};
 pub use event::{Event, EventListener, FanOut};
 pub use failure::{Failure, find_rejection, register_opener};

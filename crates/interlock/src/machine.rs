@@ -277,10 +277,20 @@ impl Machine {
     ///
     /// In OPEN with the wait elapsed (inclusive) the machine moves to
     /// HALF_OPEN and admits this call as the round's first probe, returning
-    /// that transition with the admission. In HALF_OPEN under the
-    /// consecutive-successes policy, a stalled round (no free probe slot and
-    /// no admission or settlement for a whole `wait_duration_in_open`)
-    /// starts over first, in a new generation.
+    /// that transition with the admission.
+    ///
+    /// In HALF_OPEN, under every policy, a round with no free probe slot
+    /// and no probe admitted or settled for
+    /// [`max_wait_in_half_open`](Config::max_wait_in_half_open) is
+    /// abandoned first (ruling D7): its outstanding probes count as
+    /// inconclusive now and their late outcomes are stale (the generation
+    /// moves, R8.8). If that brings the round's inconclusive probes to
+    /// `permitted_calls_in_half_open`, the machine re-opens as for any
+    /// inconclusive round (R9.4, R9.5: a failed round for the backoff) and
+    /// this call is refused by the new OPEN period; the state then differs
+    /// from before the call, which is how a caller of this method learns of
+    /// that transition. Otherwise the round goes on with the freed slots and
+    /// this call is its next probe.
     ///
     /// # Errors
     ///
@@ -320,13 +330,16 @@ impl Machine {
                 ))
             }
             State::HalfOpen => {
-                if self.round_stalled(now) {
-                    // No free slot and no progress a whole wait later: a
-                    // probe never reported back. Start over (same state, new
-                    // generation, so the lost probes' outcomes are stale).
-                    self.generation += 1;
-                    self.round = ProbeCounters::default();
-                    self.round_progress_at = now;
+                // The stall check runs only when no slot is free, so a
+                // round with room pays nothing for it.
+                if !self.probe_slot_free() && self.round_stalled(now) {
+                    self.abandon_round(now);
+                    if self.state == State::Open {
+                        return Err(Refusal {
+                            state: State::Open,
+                            retry_after: self.retry_after(now),
+                        });
+                    }
                 }
                 if self.probe_slot_free() {
                     self.admit_probe(now);
@@ -452,21 +465,38 @@ impl Machine {
             && self.round.admitted < self.config.permitted_calls_in_half_open
     }
 
-    /// The stall rule (consecutive-successes policy only): a round is
-    /// stalled when no probe slot is free (either cap reached, so admission
-    /// would be refused) and a whole `wait_duration_in_open` (the base wait)
-    /// has passed since the round last made progress (its start, or its
-    /// latest probe admission or settlement). Measuring from the last
-    /// progress rather than the start keeps a slow but moving round alive;
-    /// checking either cap, not only the admission budget, catches a hung
-    /// probe that holds the only concurrency slot.
+    /// The stall rule of ruling D7, for a round with no free probe slot
+    /// (either cap reached, so admission would be refused): stalled once
+    /// `max_wait_in_half_open` has passed since the round last made
+    /// progress (its start, or its latest probe admission or settlement).
+    /// Measuring from the last progress rather than the start keeps a slow
+    /// but moving round alive, and never abandons a probe admitted less
+    /// than the bound ago; checking either cap, not only the admission
+    /// budget, catches a hung probe that holds the only concurrency slot.
     fn round_stalled(&self, now: Timestamp) -> bool {
-        matches!(
-            self.config.half_open_policy,
-            HalfOpenPolicy::ConsecutiveSuccesses { .. }
-        ) && !self.probe_slot_free()
-            && now.saturating_duration_since(self.round_progress_at)
-                >= self.config.wait_duration_in_open
+        let bound = self.config.max_wait_in_half_open();
+        bound != Duration::MAX && now.saturating_duration_since(self.round_progress_at) >= bound
+    }
+
+    /// Ruling D7: abandons a stalled round at `now`. Every outstanding
+    /// probe settles as inconclusive (R9.3: its slot and budget come back),
+    /// the generation moves so that their late outcomes are stale (R8.8),
+    /// and R9.4 applies as if they had just settled: with nothing in flight
+    /// any more, `permitted` inconclusive probes re-open as a failed round
+    /// (R9.5). Otherwise the round keeps its verdicts and goes on.
+    fn abandon_round(&mut self, now: Timestamp) {
+        let lost = self.round.in_flight;
+        self.round.in_flight = 0;
+        self.round.admitted = self.round.admitted.saturating_sub(lost);
+        self.round.inconclusive = self.round.inconclusive.saturating_add(lost);
+        self.mark_progress(now);
+        if self.round.inconclusive >= self.config.permitted_calls_in_half_open {
+            self.failed_rounds = self.failed_rounds.saturating_add(1);
+            self.open(now, State::HalfOpen);
+        } else {
+            // Same state, new generation: no transition to report.
+            self.generation += 1;
+        }
     }
 
     fn admit_probe(&mut self, now: Timestamp) {
@@ -502,11 +532,17 @@ impl Machine {
         self.round.in_flight = self.round.in_flight.saturating_sub(1);
         self.mark_progress(now); // a settlement is progress (stall rule)
         if inconclusive {
-            // R9.3 / R9.4: no verdict, slot back; a round of nothing but
-            // inconclusive probes re-opens without counting as a failed round.
+            // R9.3: no verdict, slot back. R9.4: once `permitted` probes of
+            // the round came back inconclusive (cumulative) and none is
+            // still in flight (its verdict would be thrown away), the round
+            // re-opens; R9.5: as a failed round for the backoff.
             self.round.admitted = self.round.admitted.saturating_sub(1);
             self.round.inconclusive += 1;
-            return (self.round.inconclusive >= permitted).then(|| self.open(now, State::HalfOpen));
+            if self.round.inconclusive >= permitted && self.round.in_flight == 0 {
+                self.failed_rounds = self.failed_rounds.saturating_add(1);
+                return Some(self.open(now, State::HalfOpen));
+            }
+            return None;
         }
         self.round.completed += 1;
         self.round.failures += u32::from(outcome.is_failure());

@@ -131,10 +131,10 @@ pub enum HalfOpenPolicy {
     #[default]
     ProbeRound,
     /// Close after `successes` probes in a row that neither failed nor ran
-    /// slow; re-open on the first that did. A round with no free probe slot
-    /// (every concurrent slot or every permitted slot taken) and no probe
-    /// admitted or settled for `wait_duration_in_open` (a probe that never
-    /// reported back) starts over with fresh slots.
+    /// slow; re-open on the first that did. Inconclusive probes hand their
+    /// slot back without breaking the run. Like every policy, a round that
+    /// a probe never reported back to is abandoned after
+    /// [`max_wait_in_half_open`](crate::Config::max_wait_in_half_open).
     #[non_exhaustive]
     ConsecutiveSuccesses {
         /// Good probes in a row that close the breaker (1 to

@@ -41,7 +41,7 @@ fn tick(d: Duration) {
 /// A breaker that never trips and never forgets: a count window far larger
 /// than the traffic, and a minimum no test reaches.
 fn counting_breaker() -> CircuitBreaker {
-    let size = 1 << 20;
+    let size = interlock::MAX_COUNT_WINDOW; // the largest allowed
     CircuitBreaker::builder("counts")
         .config(
             Config::builder()

@@ -149,8 +149,8 @@ fn r17_10_a_round_whose_outcome_write_was_lost_restarts_after_the_stall_bound() 
     let spent = shared(&storage);
     assert_eq!((spent.probes_remaining, spent.probes_completed), (0, 0));
 
-    // B learns the round is spent and waits a whole stall bound (the OPEN
-    // wait, until `max_wait_in_half_open` exists) from then.
+    // B learns the round is spent and waits a whole stall bound
+    // (`max_wait_in_half_open`, which follows the OPEN wait) from then.
     b.turn();
     assert!(b.breaker.shared_view().unwrap().no_slot_left());
     clock.advance(WAIT - Duration::from_millis(1));
@@ -191,6 +191,46 @@ fn r17_10_a_lease_the_storage_ran_after_its_caller_gave_up_restarts_too() {
     assert_eq!(shared(&storage).probes_remaining, 2);
     assert!(a.breaker.acquire().unwrap().is_leased());
     assert!(b.breaker.acquire().unwrap().is_leased());
+}
+
+/// The stall bound of a shared round is the local one, D7's
+/// `max_wait_in_half_open`, shorter or longer than the OPEN wait; with
+/// `Duration::MAX` a shared round is never restarted.
+#[test]
+fn r17_10_the_stall_bound_is_max_wait_in_half_open() {
+    for max in [Duration::from_secs(2), WAIT * 3, Duration::MAX] {
+        let (storage, clock) = manual();
+        let a = Instance::new(storage.clone(), &clock, config().max_wait_in_half_open(max));
+        storage.trip_open("payments", TTL, None);
+        clock.advance(WAIT);
+        a.turn(); // reads OPEN
+        a.turn(); // begins HALF_OPEN
+        assert_eq!(a.breaker.state(), State::HalfOpen);
+        // Both slots leased by callers the fleet never hears from again.
+        assert!(storage.lease_probe("payments", TTL).granted);
+        assert!(storage.lease_probe("payments", TTL).granted);
+        a.turn(); // sees the round spent
+        let spent = shared(&storage);
+        if max == Duration::MAX {
+            // Far past any bound, within the record's TTL (an expired
+            // record is another story, R15.11).
+            for _ in 0..29 {
+                clock.advance(WAIT);
+                a.turn();
+            }
+            assert_eq!(storage.operations().restarts, 0, "never restarted");
+            assert_eq!(shared(&storage), spent);
+            continue;
+        }
+        clock.advance(max - Duration::from_millis(1));
+        a.turn();
+        assert_eq!(storage.operations().restarts, 0, "{max:?}: too early");
+        clock.advance(Duration::from_millis(1));
+        a.turn();
+        assert_eq!(storage.operations().restarts, 1, "{max:?}: at the bound");
+        assert_eq!(shared(&storage).version, spent.version + 1);
+        assert!(a.breaker.acquire().unwrap().is_leased());
+    }
 }
 
 #[test]

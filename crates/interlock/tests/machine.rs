@@ -327,20 +327,47 @@ fn r12_2_the_timer_moves_only_its_own_elapsed_open_period() {
 }
 
 #[test]
-fn r9_inconclusive_probes_reopen_without_a_failed_round() {
+fn r9_5_inconclusive_probes_reopen_as_a_failed_round() {
+    // Revised after checking 2.8.2 (D3): a re-open caused only by
+    // inconclusive probes counts for the backoff, 10 s doubled to 20 s.
     let mut m = tripped(config());
     for _ in 0..2 {
         let (p, _) = m.try_acquire(at(10)).unwrap();
         let _ = m.record(at(10), p, Outcome::Failure, true);
     }
     assert_eq!(m.state(), State::Open);
-    assert_eq!(m.failed_rounds(), 0);
+    assert_eq!(m.failed_rounds(), 1);
     assert_eq!(
         m.probes().inconclusive,
         2,
         "stale figures stay in OPEN (R8.11)"
     );
-    assert_eq!(m.open_wait(), secs(10));
+    assert_eq!(m.open_wait(), secs(20));
+}
+
+#[test]
+fn r9_4_inconclusive_probes_do_not_reopen_while_a_probe_is_in_flight() {
+    // The 2.8.2 trace, on the machine: the second inconclusive probe
+    // reaches the budget of 2 while `c` is in flight, so the round goes on
+    // (re-opening would throw c's verdict away); c and one more success
+    // close it.
+    let mut m = tripped(config());
+    let (a, _) = m.try_acquire(at(10)).unwrap();
+    let (b, _) = m.try_acquire(at(10)).unwrap();
+    assert_eq!(m.record(at(10), a, Outcome::Failure, true), None);
+    let (c, _) = m.try_acquire(at(10)).unwrap();
+    assert_eq!(m.record(at(10), b, Outcome::Failure, true), None);
+    assert_eq!(m.state(), State::HalfOpen, "c is still in flight");
+    assert_eq!(m.probes().inconclusive, 2);
+    assert_eq!(m.record(at(10), c, Outcome::Success, false), None);
+    let (d, _) = m.try_acquire(at(10)).unwrap();
+    assert_eq!(
+        m.record(at(10), d, Outcome::Success, false),
+        Some(Transition {
+            from: State::HalfOpen,
+            to: State::Closed
+        })
+    );
 }
 
 #[test]
@@ -359,26 +386,53 @@ fn failures_within_counts_only_the_period_on_the_machine() {
 }
 
 #[test]
-fn consecutive_successes_restart_a_held_up_round_in_a_new_generation() {
-    let config = Config::builder()
-        .minimum_number_of_calls(1)
-        .wait_duration_in_open(secs(10))
-        .permitted_calls_in_half_open(2)
-        .max_concurrent_probes(2)
-        .half_open_policy(HalfOpenPolicy::consecutive_successes(2))
-        .build()
-        .unwrap();
-    let mut m = tripped(config);
+fn d7_a_held_up_round_is_abandoned_in_a_new_generation_under_every_policy() {
+    for policy in [
+        HalfOpenPolicy::ProbeRound,
+        HalfOpenPolicy::consecutive_successes(2),
+    ] {
+        let config = Config::builder()
+            .minimum_number_of_calls(1)
+            .wait_duration_in_open(secs(10))
+            .permitted_calls_in_half_open(3)
+            .max_concurrent_probes(2)
+            .half_open_policy(policy)
+            .build()
+            .unwrap();
+        let mut m = tripped(config);
+        let (lost, _) = m.try_acquire(at(10)).unwrap();
+        let (_, _) = m.try_acquire(at(10)).unwrap();
+        assert!(m.try_acquire(at(19)).is_err(), "{policy:?}");
+        let generation = m.generation();
+        let (fresh, change) = m.try_acquire(at(20)).unwrap();
+        assert_eq!(change, None, "the state does not change");
+        assert_eq!(fresh.generation, generation + 1);
+        let p = m.probes();
+        assert_eq!((p.admitted, p.in_flight, p.inconclusive), (1, 1, 2));
+        assert_eq!(m.record(at(20), lost, Outcome::Failure, false), None);
+        assert_eq!(m.state(), State::HalfOpen, "the lost probe is stale");
+        assert_eq!(m.failed_rounds(), 0, "no round has failed");
+    }
+}
+
+#[test]
+fn d7_abandoned_probes_that_spend_the_budget_reopen_and_the_call_is_refused() {
+    let mut m = tripped(config()); // 2 permitted, both at once, backoff 2x
     let (lost, _) = m.try_acquire(at(10)).unwrap();
     let (_, _) = m.try_acquire(at(10)).unwrap();
-    assert!(m.try_acquire(at(19)).is_err());
-    let generation = m.generation();
-    let (fresh, change) = m.try_acquire(at(20)).unwrap();
-    assert_eq!(change, None, "the state does not change");
-    assert_eq!(fresh.generation, generation + 1);
-    assert_eq!(m.probes().admitted, 1);
-    assert_eq!(m.record(at(20), lost, Outcome::Failure, false), None);
-    assert_eq!(m.state(), State::HalfOpen, "the lost probe is stale");
+    let refused = m.try_acquire(at(20)).unwrap_err();
+    assert_eq!(
+        refused,
+        Refusal {
+            state: State::Open,
+            retry_after: Some(secs(20)),
+        },
+        "R9.4 and R9.5: a failed round, refused by the new OPEN period"
+    );
+    assert_eq!(m.state(), State::Open);
+    assert_eq!((m.failed_rounds(), m.opened_at()), (1, at(20)));
+    assert_eq!(m.record(at(21), lost, Outcome::Success, false), None);
+    assert_eq!(m.state(), State::Open, "the lost probe is stale");
 }
 
 #[test]

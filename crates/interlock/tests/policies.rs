@@ -222,7 +222,11 @@ fn consecutive_successes_ignore_outcomes_of_an_earlier_cycle() {
 }
 
 #[test]
-fn consecutive_successes_restart_a_cycle_whose_probe_never_reports() {
+fn consecutive_successes_reopen_a_cycle_whose_probes_never_report() {
+    // D7: every slot held and nothing heard for `max_wait_in_half_open`
+    // (the 30 s cooldown by default): the three lost probes count as
+    // inconclusive, the whole budget, so the cycle re-opens (R9.4) and the
+    // next cycle starts a cooldown later.
     let (b, clock, _) = make(cachekit_like());
     open_then_half_open(&b, &clock);
     let lost: Vec<_> = (0..3).map(|_| b.acquire().unwrap()).collect();
@@ -231,12 +235,18 @@ fn consecutive_successes_restart_a_cycle_whose_probe_never_reports() {
     assert!(b.acquire().is_err(), "not yet a whole wait later");
     clock.advance(secs(1));
     let generation = b.generation();
-    let fresh = b.acquire().expect("a fresh cycle after the cooldown");
+    let refused = b
+        .acquire()
+        .expect_err("the cycle is abandoned and re-opens");
+    assert_eq!(refused.state(), State::Open);
+    assert_eq!(refused.retry_after(), Some(secs(30)));
     assert!(b.generation() > generation);
     for late in lost {
         late.failure(); // outcomes of the abandoned cycle are ignored
     }
-    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(b.retry_after(), Some(secs(30)));
+    clock.advance(secs(30));
+    let fresh = b.acquire().expect("a fresh cycle after the cooldown");
     fresh.success();
     ok(&b).unwrap();
     ok(&b).unwrap();

@@ -14,8 +14,8 @@
 //!   (R15.2a).
 //!
 //! Bounds come from the configuration: after the server answers again the
-//! fleet admits within `wait_duration_in_open` (the stall bound, until
-//! `max_wait_in_half_open` exists) + 2 × `poll_interval` when
+//! fleet admits within `max_wait_in_half_open` (the stall bound, which
+//! follows `wait_duration_in_open` here) + 2 × `poll_interval` when
 //! `retry_backoff` is one `poll_interval`, plus one response timeout for a
 //! request caught in flight. Every wait polls with a generous deadline.
 
@@ -30,7 +30,8 @@ use interlock_redis::RedisStorage;
 use crate::support::{Server, eventually, now, pause};
 use crate::{Instance, TTL, config, fail, ok, storage};
 
-/// The stall bound: `wait_duration_in_open`.
+/// The stall bound: `max_wait_in_half_open`, which follows
+/// `wait_duration_in_open` unless set.
 const WAIT: Duration = Duration::from_millis(1500);
 const POLL: Duration = Duration::from_millis(250);
 const TIMEOUT: Duration = Duration::from_millis(250);

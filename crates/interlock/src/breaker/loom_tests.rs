@@ -271,3 +271,40 @@ fn loom_quiet_success_after_a_finished_failure_is_counted() {
         assert_eq!(changes.trips.load(Ordering::SeqCst), 0);
     });
 }
+
+#[test]
+fn loom_abandonment_racing_the_late_settle() {
+    // D7: the round's only concurrency slot has been held for
+    // `max_wait_in_half_open` (here the 1 s wait) when its probe finally
+    // settles, while another call asks for admission. Either the settle
+    // lands first (a verdict, the slot free again) or the round is
+    // abandoned first (the probe inconclusive, its settle stale): never
+    // both, never neither, and the caps hold.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, changes) = breaker(config(1, 2, 1), &clock);
+        open_and_wait(&b, &clock);
+        let hung = b.acquire().unwrap();
+        assert!(hung.is_probe());
+        clock.advance(Duration::from_secs(1));
+        let t = thread::spawn(move || hung.success());
+        let next = b.acquire().expect("a slot freed by one path or the other");
+        t.join().unwrap();
+        assert!(next.is_probe());
+        let p = b.probes();
+        assert_eq!(b.state(), State::HalfOpen);
+        assert_eq!(p.in_flight, 1);
+        assert_eq!(p.completed + p.inconclusive, 1, "{p:?}");
+        assert_eq!(p.admitted, 1 + p.completed, "{p:?}");
+        let counted = p.completed == 1;
+        next.success();
+        let closed = if counted {
+            State::Closed
+        } else {
+            State::HalfOpen
+        };
+        assert_eq!(b.state(), closed);
+        assert_eq!(changes.half_opens.load(Ordering::SeqCst), 1);
+        assert_eq!(changes.other.load(Ordering::SeqCst), usize::from(counted));
+    });
+}

@@ -9,11 +9,13 @@ mod permit;
 mod shared_view;
 pub(crate) mod timer;
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::error::Error;
 use std::fmt::{self, Write as _};
 use std::future::Future;
 use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
@@ -289,6 +291,24 @@ pub(crate) struct Effects {
     open_wait: Duration,
 }
 
+/// The last failure's message when the error's `Display` panicked while
+/// the breaker recorded it (the panic then continues to the caller).
+pub(crate) const DISPLAY_PANICKED: &str = "<the error's Display panicked>";
+
+/// Hands a probe slot back if settlement unwinds before the machine has the
+/// outcome (user code such as a custom clock panicked); disarmed with
+/// `mem::forget` once recorded.
+struct Unrecorded<'a> {
+    inner: &'a Inner,
+    ticket: Ticket,
+}
+
+impl Drop for Unrecorded<'_> {
+    fn drop(&mut self) {
+        self.inner.release(self.ticket);
+    }
+}
+
 /// Releases an unsettled call's slot if dropped (cancellation, panic).
 struct Guard<'a> {
     inner: &'a Inner,
@@ -515,8 +535,20 @@ impl Inner {
     #[cold]
     fn admit_locked(&self, now: Timestamp) -> Result<Admission, CircuitOpenError> {
         let (result, effects) = self.change(|core| {
+            let before = core.machine.state();
             let r = core.machine.try_acquire(now);
-            let local = r.as_ref().ok().and_then(|(_, t)| *t);
+            let local = match &r {
+                Ok((_, t)) => *t,
+                // A refusal moves the state only when it abandoned a
+                // stalled round and re-opened (D7, R9.4).
+                Err(_) => {
+                    let after = core.machine.state();
+                    (after != before).then_some(Transition {
+                        from: before,
+                        to: after,
+                    })
+                }
+            };
             (r, local)
         });
         self.after(effects);
@@ -577,6 +609,13 @@ impl Inner {
     }
 
     /// The general settlement, after the call ended at `end`.
+    ///
+    /// Panic-safe: user code that runs here (the error's `Display`, a
+    /// custom clock) never leaks a probe slot. A panicking `Display` is
+    /// caught, the call settles as classified (its last failure reads
+    /// [`DISPLAY_PANICKED`]), listeners hear of it, and the panic then
+    /// continues to the caller; any other unwind before the machine has the
+    /// outcome hands the slot back, as a cancelled call does (R4.5).
     fn settle_at(
         &self,
         ticket: Ticket,
@@ -585,12 +624,17 @@ impl Inner {
         error: Option<&dyn fmt::Display>,
         type_name: &'static str,
     ) {
+        let unrecorded = Unrecorded {
+            inner: self,
+            ticket,
+        };
         let (end, elapsed_nanos) = self.measure(ticket.start, end);
         let slow = elapsed_nanos >= self.slow_nanos;
         let outcome = Outcome::from_flags(verdict.is_failure(), slow);
-        if let (Some(err), true) = (error, verdict.is_failure()) {
-            self.remember_failure(err, type_name);
-        }
+        let panicked = match (error, verdict.is_failure()) {
+            (Some(err), true) => self.remember_failure(err, type_name),
+            _ => None,
+        };
         let status = self.status.load(Ordering::Acquire);
         let current = status >> STATUS_SHIFT == ticket.generation();
         // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
@@ -612,6 +656,8 @@ impl Inner {
         let quiet = status & QUIET_BIT != 0 && outcome == Outcome::Success;
         let effects = (current && !quiet && State::from_bits(status) != State::Disabled)
             .then(|| self.record(ticket, end, outcome, verdict == Verdict::Inconclusive));
+        // Recorded (or nothing to record): the slot is the machine's again.
+        std::mem::forget(unrecorded);
         if !self.listeners.is_empty() {
             let duration = Duration::from_nanos(elapsed_nanos);
             emit(
@@ -619,12 +665,21 @@ impl Inner {
                 &Event::call_recorded(self.name(), outcome, duration),
             );
         }
-        if let Some(effects) = effects {
-            self.after(effects);
+        // R9.6: a leased probe's verdict always counts in the storage, and
+        // R15.4: it is queued before the local trip it causes, as in 2.8.2
+        // (queued after, the trip would end the shared round first and the
+        // probe would never be tallied).
+        let probe = ticket.leased().then_some(Write::Probe(outcome));
+        match effects {
+            Some(effects) => self.after_settled(effects, probe),
+            None => {
+                if let Some(probe) = probe {
+                    self.enqueue(probe);
+                }
+            }
         }
-        if ticket.leased() {
-            // R9.6: a leased probe's verdict always counts in the storage.
-            self.enqueue(Write::Probe(outcome));
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
         }
     }
 
@@ -660,10 +715,26 @@ impl Inner {
         }
     }
 
-    fn remember_failure(&self, err: &dyn fmt::Display, type_name: &'static str) {
+    /// Keeps `err` as the last failure (R11.3). The error's `Display` is
+    /// user code: if it panics, the message is [`DISPLAY_PANICKED`] and the
+    /// panic is returned, for the caller to resume once the call is settled.
+    fn remember_failure(
+        &self,
+        err: &dyn fmt::Display,
+        type_name: &'static str,
+    ) -> Option<Box<dyn Any + Send>> {
         thread_local! {
             static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
         }
+        let mut panicked = None;
+        let mut show = |buf: &mut String| {
+            buf.clear();
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| write!(buf, "{err}"))) {
+                buf.clear();
+                buf.push_str(DISPLAY_PANICKED);
+                panicked = Some(payload);
+            }
+        };
         // The same error repeating keeps its record: no allocation per
         // failure during an outage.
         let store = |message: &str| self.identity.record_failure(type_name, message);
@@ -671,8 +742,7 @@ impl Inner {
             let Ok(mut buf) = scratch.try_borrow_mut() else {
                 return false;
             };
-            buf.clear();
-            let _ = write!(buf, "{err}");
+            show(&mut buf);
             store(&buf);
             if buf.capacity() > 4096 {
                 *buf = String::new();
@@ -680,8 +750,11 @@ impl Inner {
             true
         });
         if !reused {
-            store(&err.to_string());
+            let mut message = String::new();
+            show(&mut message);
+            store(&message);
         }
+        panicked
     }
 
     /// Acts on a change after the lock is released: the state-change event,
@@ -689,11 +762,22 @@ impl Inner {
     #[inline]
     pub(crate) fn after(&self, effects: Effects) {
         if effects.local.is_some() || effects.effective.is_some() {
-            self.after_change(effects);
+            self.after_change(effects, None);
         }
     }
 
-    fn after_change(&self, effects: Effects) {
+    /// [`after`](Self::after) for a settled call whose leased probe's
+    /// outcome is still to be queued: after the events, before the trip it
+    /// caused (R15.4).
+    fn after_settled(&self, effects: Effects, probe: Option<Write>) {
+        if effects.local.is_some() || effects.effective.is_some() {
+            self.after_change(effects, probe);
+        } else if let Some(probe) = probe {
+            self.enqueue(probe);
+        }
+    }
+
+    fn after_change(&self, effects: Effects, probe: Option<Write>) {
         // The timer first, so that listeners (however slow) never delay it.
         if let Some(t) = effects.local {
             if t.from == State::Open {
@@ -705,6 +789,9 @@ impl Inner {
         }
         if let Some((from, to)) = effects.effective {
             self.emit(&Event::state_changed(self.name(), from, to));
+        }
+        if let Some(probe) = probe {
+            self.enqueue(probe);
         }
         if let Some(t) = effects.local {
             if t.to == State::Open && self.lane.is_some() {

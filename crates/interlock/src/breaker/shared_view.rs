@@ -16,13 +16,12 @@ use crate::state::State;
 use crate::store::SharedState;
 
 /// How long a shared HALF_OPEN round may go with no slot left and no
-/// progress before a coordinator restarts it (R17.10).
-///
-/// Issue 20 adds `Config::max_wait_in_half_open` (the local machine's
-/// bound for the same stall); until it is on main this is the base OPEN
-/// wait, which it defaults to. Switching is this one line.
+/// progress before a coordinator restarts it (R17.10): the local machine's
+/// bound for the same stall, `max_wait_in_half_open` (ruling D7), which
+/// follows `wait_duration_in_open` unless set. `Duration::MAX` never
+/// restarts a shared round.
 pub(crate) fn stall_bound(config: &Config) -> Duration {
-    config.wait_duration_in_open()
+    config.max_wait_in_half_open()
 }
 
 /// The liveness bookkeeping of one coordinated breaker, under its lock.

@@ -717,7 +717,8 @@ fn r10_backoff_grows_per_failed_round_caps_and_resets() {
         waits.push(b.retry_after().unwrap().as_secs());
     }
     assert_eq!(waits, [10, 20, 40, 80, 120, 120, 120]);
-    // D3: an all-inconclusive re-open neither counts nor resets.
+    // D3 / R9.5 (revised after 2.8.2): an all-inconclusive re-open counts
+    // as a failed round, here at the cap, and does not reset.
     clock.advance(secs(120.0));
     b.acquire().unwrap().inconclusive();
     assert_eq!(b.state(), State::Open);

@@ -40,8 +40,15 @@ fn params() -> impl Strategy<Value = Params> {
         prop::sample::select(vec![0.2, 0.25, 0.5, 0.75, 1.0]),
         prop::sample::select(vec![0.25, 0.5, 1.0]),
     );
+    // `max_wait_in_half_open`: mostly following the base wait (the
+    // default), else its own 1–8 s, now and then never (D7).
+    let max_wait = prop_oneof![
+        3 => Just(None),
+        2 => (1u64..=8).prop_map(|s| Some(Duration::from_secs(s))),
+        1 => Just(Some(Duration::MAX)),
+    ];
     let waits = (
-        any::<bool>(),
+        max_wait,
         1u64..=8,
         prop::sample::select(vec![1u32, 1, 2, 3]),
         prop::option::of(0u64..=40),
@@ -100,7 +107,7 @@ fn params() -> impl Strategy<Value = Params> {
                 min_seed,
                 (failure_threshold, slow_threshold),
                 slow_ms,
-                (_, wait, multiplier, max_extra),
+                (max_wait, wait, multiplier, max_extra),
                 (permitted, max_concurrent, half_open),
                 auto_transition,
                 initial,
@@ -121,6 +128,7 @@ fn params() -> impl Strategy<Value = Params> {
                     wait_secs,
                     multiplier,
                     wait_max_secs: max_extra.map(|extra| wait_secs + extra),
+                    max_wait,
                     permitted,
                     max_concurrent,
                     auto_transition,
@@ -184,8 +192,8 @@ fn advance(model: &Model) -> BoxedStrategy<Duration> {
         }
         choices.push((2, Just(Duration::from_nanos(left + 1)).boxed()));
     }
-    // Consecutive successes: onto the moment a held-up round may restart.
-    // Heavily so once every slot is taken.
+    // Onto the moment a held-up round may be abandoned (D7), under every
+    // policy. Heavily so once every slot is taken.
     if let Some(left) = model.until_round_restart() {
         if left > 0 {
             let weight = if model.round_held_up() { 30 } else { 2 };
@@ -291,7 +299,7 @@ static SUCCESSES_CASES: AtomicUsize = AtomicUsize::new(0);
 static RESTART_CASES: AtomicUsize = AtomicUsize::new(0);
 
 fn config(p: &Params) -> Config {
-    Config::builder()
+    let builder = Config::builder()
         .sliding_window(match p.window {
             WindowKind::Count(n) => SlidingWindow::count(n),
             WindowKind::Time(n) => SlidingWindow::time(Duration::from_secs(u64::from(n))),
@@ -302,7 +310,12 @@ fn config(p: &Params) -> Config {
         .slow_call_duration_threshold(p.slow_call)
         .wait_duration_in_open(Duration::from_secs(p.wait_secs))
         .wait_duration_backoff_multiplier(f64::from(p.multiplier))
-        .wait_duration_in_open_max(p.wait_max_secs.map(Duration::from_secs))
+        .wait_duration_in_open_max(p.wait_max_secs.map(Duration::from_secs));
+    let builder = match p.max_wait {
+        Some(max) => builder.max_wait_in_half_open(max),
+        None => builder,
+    };
+    builder
         .permitted_calls_in_half_open(p.permitted)
         .max_concurrent_probes(p.max_concurrent)
         .auto_transition(p.auto_transition)
@@ -510,7 +523,7 @@ fn breaker_matches_the_reference_model() {
         std::io::stderr(),
         "model: {cases} cases, {half_open} reached HALF_OPEN ({:.1}%); \
          {} with a count-based trip policy, {} with consecutive successes, \
-         {} restarted a stalled round",
+         {} abandoned a stalled round (D7)",
         share * 100.0,
         COUNT_TRIP_CASES.load(Ordering::Relaxed),
         SUCCESSES_CASES.load(Ordering::Relaxed),
@@ -547,6 +560,7 @@ fn base() -> Params {
         wait_secs: 1,
         multiplier: 1,
         wait_max_secs: None,
+        max_wait: None,
         permitted: 2,
         max_concurrent: 1,
         auto_transition: false,
@@ -577,17 +591,93 @@ fn secs(s: u64) -> Op {
 }
 
 #[test]
-fn regression_inconclusive_probes_reopen_without_backoff() {
-    // R9.4 / D3: `permitted` inconclusive probes re-open; the wait is not
-    // lengthened, and a later failed round still starts from n = 1.
+fn regression_inconclusive_probes_reopen_as_a_failed_round() {
+    // R9.4 / R9.5 / D3 (revised after 2.8.2): `permitted` inconclusive
+    // probes re-open as a failed round: the wait doubles to 2 s, and the
+    // next failed round waits 4 s.
     let params = Params {
         multiplier: 2,
         ..base()
     };
     let mut ops = vec![call(Verdict::Failure), secs(1)];
     ops.extend([call(Verdict::Inconclusive), call(Verdict::Inconclusive)]);
-    ops.extend([secs(1), call(Verdict::Failure), call(Verdict::Failure)]);
-    ops.extend([secs(1), call(Verdict::Success)]); // still OPEN: wait is 2 s
+    ops.extend([secs(1), call(Verdict::Failure)]); // still OPEN: wait is 2 s
+    let failed_round = [secs(1), call(Verdict::Failure), call(Verdict::Failure)];
+    ops.extend(failed_round); // the second failed round: 4 s
+    ops.extend([secs(3), call(Verdict::Success)]); // still OPEN
+    ops.extend([secs(1), call(Verdict::Success)]); // a probe
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_r9_4_inconclusive_probes_wait_for_the_probe_in_flight() {
+    // The 2.8.2 trace of R9.4: the second inconclusive probe reaches the
+    // budget while `c` runs, so the round goes on; `c` and the next call
+    // succeed and the round closes.
+    let params = Params {
+        window: WindowKind::Count(1),
+        permitted: 2,
+        max_concurrent: 2,
+        ..base()
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        secs(1),
+        Op::Acquire,                      // a
+        Op::Acquire,                      // b
+        settle(0, Verdict::Inconclusive), // a
+        Op::Acquire,                      // c
+        settle(0, Verdict::Inconclusive), // b: c is in flight
+        settle(0, Verdict::Success),      // c
+        call(Verdict::Success),           // CLOSED
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_d7_a_hung_probe_of_a_probe_round_is_abandoned_after_max_wait() {
+    // D7 under the default policy: the only concurrency slot is held; a
+    // whole `max_wait_in_half_open` (3 s here, not the 1 s base wait) after
+    // the last progress the hung probe counts as inconclusive, the round
+    // goes on in a new generation and the late failure is stale.
+    let params = Params {
+        permitted: 2,
+        max_concurrent: 1,
+        max_wait: Some(Duration::from_secs(3)),
+        slow_call: Duration::from_secs(100),
+        ..base()
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        secs(1),
+        Op::Acquire,
+        call(Verdict::Success), // refused: the slot is held
+        Op::Advance(Duration::from_nanos(2_999_999_999)),
+        call(Verdict::Success), // still refused
+        Op::Advance(Duration::from_nanos(1)),
+        call(Verdict::Success),      // abandoned: this call is a probe
+        settle(0, Verdict::Failure), // stale
+        call(Verdict::Success),      // 2 verdicts + 1 inconclusive: CLOSED
+    ];
+    replay(params, &ops);
+}
+
+#[test]
+fn regression_d7_never_abandons_with_duration_max() {
+    let params = Params {
+        permitted: 1,
+        max_wait: Some(Duration::MAX),
+        slow_call: Duration::from_secs(1_000_000),
+        ..base()
+    };
+    let ops = vec![
+        call(Verdict::Failure),
+        secs(1),
+        Op::Acquire,
+        secs(365 * 24 * 3600),
+        call(Verdict::Success), // still refused
+        settle(0, Verdict::Success),
+    ];
     replay(params, &ops);
 }
 
@@ -761,11 +851,12 @@ fn regression_consecutive_failures_are_reset_by_a_slow_success() {
 }
 
 #[test]
-fn regression_a_held_up_consecutive_successes_round_restarts_after_one_wait() {
-    // Every slot taken and no verdict: refused until a whole base wait
-    // after the round's last progress (here its last admission), then a
-    // fresh round in a new generation (no event); the lost probes' outcomes
-    // are stale.
+fn regression_a_held_up_consecutive_successes_round_reopens_after_one_wait() {
+    // D7: every slot taken and no verdict: refused until a whole base wait
+    // after the round's last progress (here its last admission); then both
+    // lost probes count as inconclusive, which is the whole budget: the
+    // round re-opens as a failed round (R9.4, R9.5), and the lost probes'
+    // outcomes are stale.
     let params = Params {
         half_open: HalfOpenKind::Successes(2),
         permitted: 2,
@@ -782,19 +873,22 @@ fn regression_a_held_up_consecutive_successes_round_restarts_after_one_wait() {
         Op::Advance(Duration::from_nanos(1_999_999_999)),
         call(Verdict::Success), // still refused
         Op::Advance(Duration::from_nanos(1)),
-        call(Verdict::Success), // a fresh round: probe 1 of 2
+        call(Verdict::Success), // abandoned: re-opened, refused for 2 s
         settle(0, Verdict::Failure),
         Op::Drop { slot: 0 },
+        secs(2),
+        call(Verdict::Success), // a new round: probe 1 of 2
         call(Verdict::Success), // second good probe: CLOSED
     ];
     replay(params, &ops);
 }
 
 #[test]
-fn regression_a_hung_probe_holding_the_only_concurrency_slot_restarts_the_round() {
-    // The stall rule: no free slot by either cap. One probe of 2 permitted
-    // holds the only concurrency slot; a whole base wait without progress
-    // later the round starts over, and the hung probe's success is stale.
+fn regression_a_hung_probe_holding_the_only_concurrency_slot_is_abandoned() {
+    // D7: no free slot by either cap. One probe of 2 permitted holds the
+    // only concurrency slot; a whole base wait without progress later it
+    // counts as inconclusive, the round goes on in a new generation, and
+    // the hung probe's success is stale.
     let params = Params {
         half_open: HalfOpenKind::Successes(2),
         permitted: 2,
@@ -810,7 +904,7 @@ fn regression_a_hung_probe_holding_the_only_concurrency_slot_restarts_the_round(
         Op::Advance(Duration::from_nanos(1_999_999_999)),
         call(Verdict::Success), // still refused
         Op::Advance(Duration::from_nanos(1)),
-        call(Verdict::Success),      // a fresh round: probe 1 of 2
+        call(Verdict::Success),      // abandoned: probe 1 of 2
         settle(0, Verdict::Success), // stale
         call(Verdict::Success),      // second good probe: CLOSED
     ];
@@ -818,9 +912,9 @@ fn regression_a_hung_probe_holding_the_only_concurrency_slot_restarts_the_round(
 }
 
 #[test]
-fn regression_a_consecutive_successes_round_that_keeps_settling_is_not_restarted() {
-    // The stall rule counts from the last admission or settlement: probes
-    // settling one at a time keep a round alive past a wait after its start.
+fn regression_a_consecutive_successes_round_that_keeps_settling_is_not_abandoned() {
+    // D7 counts from the last admission or settlement: probes settling one
+    // at a time keep a round alive past a wait after its start.
     let params = Params {
         half_open: HalfOpenKind::Successes(3),
         permitted: 3,
@@ -838,11 +932,11 @@ fn regression_a_consecutive_successes_round_that_keeps_settling_is_not_restarted
         settle(0, Verdict::Success),
         Op::Acquire,
         almost.clone(),
-        call(Verdict::Success), // refused, not restarted
+        call(Verdict::Success), // refused, not abandoned
         settle(0, Verdict::Success),
         Op::Acquire,
         almost,
-        call(Verdict::Success), // refused: every slot admitted, not restarted
+        call(Verdict::Success), // refused: every slot admitted, not abandoned
         settle(0, Verdict::Success), // the third in a row: CLOSED
     ];
     replay(params, &ops);

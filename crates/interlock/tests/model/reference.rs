@@ -37,9 +37,7 @@ pub(crate) enum TripKind {
 pub(crate) enum HalfOpenKind {
     /// Rates over `permitted` verdicts (R8.3).
     ProbeRound,
-    /// This many good probes in a row close; the first bad one re-opens; a
-    /// round with no free probe slot (either cap) and no probe admitted or
-    /// settled for a whole (base) wait starts over.
+    /// This many good probes in a row close; the first bad one re-opens.
     Successes(u32),
 }
 
@@ -56,6 +54,9 @@ pub(crate) struct Params {
     /// A whole number, for the same reason.
     pub(crate) multiplier: u32,
     pub(crate) wait_max_secs: Option<u64>,
+    /// `max_wait_in_half_open`: `None` follows the base wait,
+    /// `Duration::MAX` never abandons a round (D7).
+    pub(crate) max_wait: Option<Duration>,
     pub(crate) permitted: u32,
     pub(crate) max_concurrent: u32,
     pub(crate) auto_transition: bool,
@@ -160,7 +161,7 @@ pub(crate) struct Model {
     pub(crate) admits: Vec<Admit>,
     /// Whether this case has been in HALF_OPEN.
     pub(crate) reached_half_open: bool,
-    /// Stalled rounds started over in this case.
+    /// Stalled rounds abandoned in this case (D7).
     pub(crate) restarts: u32,
 }
 
@@ -275,14 +276,23 @@ impl Model {
             }
             State::HalfOpen => {
                 if self.round_stalled() {
-                    // A probe never reported back: a fresh round, in a new
-                    // generation, with no event (the state stays HALF_OPEN).
-                    self.generation += 1;
-                    self.probes = ProbeCounters::default();
-                    self.round_progress_at = self.now;
+                    // D7: the probes still out never reported back. They
+                    // count as inconclusive now, in a new generation (their
+                    // late outcomes are stale), and R9.4 / R9.5 apply.
                     self.restarts += 1;
+                    let lost = self.probes.in_flight;
+                    self.probes.in_flight = 0;
+                    self.probes.admitted -= lost;
+                    self.probes.inconclusive += lost;
+                    self.round_progress_at = self.now;
+                    if self.probes.inconclusive >= self.params.permitted {
+                        self.failed_rounds += 1;
+                        self.trip(State::HalfOpen);
+                    } else {
+                        self.generation += 1; // no event: still HALF_OPEN
+                    }
                 }
-                if self.probe_slot_free() {
+                if self.state == State::HalfOpen && self.probe_slot_free() {
                     self.probes.admitted += 1;
                     self.probes.in_flight += 1;
                     self.round_progress_at = self.now;
@@ -365,10 +375,15 @@ impl Model {
                 self.probes.in_flight -= 1;
                 self.round_progress_at = self.now; // a settlement is progress
                 if verdict == Verdict::Inconclusive {
-                    // R9.3 / R9.4: no verdict, slot back; enough of them re-open.
+                    // R9.3: no verdict, slot back. R9.4 (2.8.2): enough of
+                    // them re-open, once no probe of the round is in flight;
+                    // R9.5: as a failed round.
                     self.probes.admitted -= 1;
                     self.probes.inconclusive += 1;
-                    if self.probes.inconclusive >= self.params.permitted {
+                    if self.probes.inconclusive >= self.params.permitted
+                        && self.probes.in_flight == 0
+                    {
+                        self.failed_rounds += 1;
                         self.trip(State::HalfOpen);
                     }
                     return;
@@ -448,12 +463,22 @@ impl Model {
             && self.probes.admitted < self.params.permitted
     }
 
-    /// Whether a consecutive-successes round has had no free slot (either
-    /// cap) and no probe admitted or settled for a whole base wait.
+    /// D7, under every policy: no free slot (either cap) and no probe
+    /// admitted or settled for `max_wait_in_half_open`.
     fn round_stalled(&self) -> bool {
-        matches!(self.params.half_open, HalfOpenKind::Successes(_))
-            && !self.probe_slot_free()
-            && self.now - self.round_progress_at >= self.params.wait_secs * NANOS_PER_SEC
+        match self.stall_bound() {
+            Some(bound) => !self.probe_slot_free() && self.now - self.round_progress_at >= bound,
+            None => false,
+        }
+    }
+
+    /// `max_wait_in_half_open` in nanoseconds; `None` for never.
+    fn stall_bound(&self) -> Option<u64> {
+        match self.params.max_wait {
+            None => Some(self.params.wait_secs * NANOS_PER_SEC),
+            Some(Duration::MAX) => None,
+            Some(d) => Some(nanos(d)),
+        }
     }
 
     /// R4.5 / R8.9: a cancelled probe of this round gives its slot back.
@@ -552,19 +577,16 @@ impl Model {
             .map(|r| r.at + period - self.now)
     }
 
-    /// How long until a held-up consecutive-successes round may start over,
-    /// for steering clock advances.
+    /// How long until a held-up round may be abandoned (D7), for steering
+    /// clock advances.
     pub(crate) fn until_round_restart(&self) -> Option<u64> {
-        (self.state == State::HalfOpen
-            && matches!(self.params.half_open, HalfOpenKind::Successes(_)))
-        .then(|| {
-            (self.round_progress_at + self.params.wait_secs * NANOS_PER_SEC)
-                .saturating_sub(self.now)
-        })
+        let bound = self.stall_bound()?;
+        (self.state == State::HalfOpen)
+            .then(|| (self.round_progress_at + bound).saturating_sub(self.now))
     }
 
-    /// Whether a consecutive-successes round has no free slot (only time
-    /// or a settlement can move it on), for steering.
+    /// Whether a round has no free slot (only time or a settlement can
+    /// move it on), for steering.
     pub(crate) fn round_held_up(&self) -> bool {
         self.until_round_restart().is_some() && !self.probe_slot_free()
     }
