@@ -11,8 +11,8 @@
 //! The tables hold their breakers weakly and each thread's cache knows its
 //! registries only by id, so neither keeps a removed breaker, or a dropped
 //! registry's breakers, alive; the registry's own list owns them. A
-//! removed breaker is marked ([`Usage`]), so a table published before its
-//! removal never hands it out again.
+//! removal republishes the table at once, so no thread is handed a removed
+//! breaker after `remove` (or the eviction) returned.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -222,14 +222,10 @@ impl Default for Template {
     }
 }
 
-/// A breaker in a table, if it exists and its registry has not removed it.
+/// A breaker in a current table (it exists: the registry owns it).
 #[inline]
 fn live(weak: &Weak<Inner>) -> Option<CircuitBreaker> {
-    let inner = weak.upgrade()?;
-    if inner.usage.is_removed() {
-        return None;
-    }
-    Some(CircuitBreaker::from_inner(inner))
+    weak.upgrade().map(CircuitBreaker::from_inner)
 }
 
 impl<M: Mode> Registry<M> {
@@ -516,7 +512,7 @@ impl<M: Mode> Registry<M> {
 
     /// The lock-free path: this thread's copy of the published table, if
     /// it is current. `None` sends the caller to the lock: the name is not
-    /// published, or its breaker was removed since.
+    /// published yet.
     #[inline]
     fn lookup(&self, name: &str) -> Option<CircuitBreaker> {
         let inner = &*self.inner;
@@ -652,7 +648,7 @@ impl<M: Mode> Registry<M> {
         removed
     }
 
-    /// Takes entry `i` out (the lock held) and marks its breaker removed.
+    /// Takes entry `i` out (the lock held).
     fn take(&self, all: &mut All, i: usize) -> CircuitBreaker {
         let Some(entry) = all.entries[i].take() else {
             unreachable!("the index points at live entries only")
@@ -660,12 +656,14 @@ impl<M: Mode> Registry<M> {
         all.index.remove(&entry.name);
         all.live -= 1;
         all.changes += 1;
-        entry.breaker.inner.usage.set_removed();
         entry.breaker
     }
 
     /// After removals: compacts the list once it is mostly holes, and
-    /// republishes by the same rule as creations.
+    /// republishes at once: the published table must not list a removed
+    /// breaker (a hit trusts a current table without another check). One
+    /// copy of the table per call: evictions come in batches, and
+    /// [`retain`](Self::retain) removes many names with one copy.
     fn settle_removals(&self, all: &mut All) {
         if all.entries.len() > 2 * all.live + 16 {
             all.entries.retain(Option::is_some);
@@ -676,7 +674,7 @@ impl<M: Mode> Registry<M> {
                 }
             }
         }
-        self.maybe_publish(all);
+        self.publish(all);
     }
 
     #[cold]
@@ -815,8 +813,6 @@ impl<M: Mode> fmt::Debug for Registry<M> {
         f.debug_struct("Registry")
             .field("names", &self.names())
             .field("coordinated", &self.is_coordinated())
-            .field("expire_after_idle", &self.inner.template.idle)
-            .field("max_breakers", &self.inner.template.max)
             .finish_non_exhaustive()
     }
 }
@@ -842,8 +838,6 @@ impl<M> fmt::Debug for RegistryBuilder<M> {
         f.debug_struct("RegistryBuilder")
             .field("config", &self.template.config)
             .field("initial_state", &self.template.initial_state)
-            .field("expire_after_idle", &self.template.idle)
-            .field("max_breakers", &self.template.max)
             .finish_non_exhaustive()
     }
 }
@@ -1240,8 +1234,7 @@ mod tests {
     }
 
     /// A table published before a removal (still this thread's copy, and
-    /// another thread's) never hands the removed breaker out again, even
-    /// when the removal is not republished at once (a large table).
+    /// another thread's) never hands the removed breaker out again.
     #[test]
     fn a_removed_breaker_is_never_served_from_an_older_table() {
         let registry = Registry::new();
@@ -1263,10 +1256,10 @@ mod tests {
         });
         warm_rx.recv().unwrap();
         assert!(registry.remove(&host(500)).unwrap().ptr_eq(&created[500]));
-        assert_eq!(
+        assert_ne!(
             registry.inner.epoch.load(Ordering::Acquire),
             epoch,
-            "one removal among 1,000 names is not republished at once"
+            "a removal is republished at once"
         );
         assert!(!registry.get(&host(500)).ptr_eq(&created[500]));
         go_tx.send(()).unwrap();

@@ -1,8 +1,8 @@
-//! [`Usage`]: what a registry knows of one of its breakers' use, kept in the
+//! [`Usage`]: when one of a registry's breakers was last used, kept in the
 //! breaker itself so that a call and a registry hit can both mark it
 //! without a lock.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::{ClockHandle, Timestamp};
 
@@ -14,7 +14,7 @@ const UNTRACKED: u64 = u64::MAX;
 /// at most one store per millisecond per breaker, however many calls.
 const MONOTONIC_GRANULE_MASK: u64 = (1 << 20) - 1;
 
-/// A breaker's last use and whether its registry has let it go.
+/// A breaker's last use.
 ///
 /// Untracked (the breaker is not in a registry that expires or bounds its
 /// breakers) it costs a call one load and one comparison.
@@ -27,19 +27,14 @@ pub(crate) struct Usage {
     last: AtomicU64,
     /// [`UNTRACKED`], or the granule mask ored into each stamp.
     mask: AtomicU64,
-    /// Set once the registry removed the breaker: its published name table
-    /// may still list it until the next publication, and a hit that finds
-    /// this set takes the locked path instead.
-    removed: AtomicBool,
 }
 
 impl Usage {
-    /// Untracked, not removed.
+    /// Untracked.
     pub(crate) fn new() -> Self {
         Usage {
             last: AtomicU64::new(0),
             mask: AtomicU64::new(UNTRACKED),
-            removed: AtomicBool::new(false),
         }
     }
 
@@ -97,17 +92,6 @@ impl Usage {
     /// The last use, in nanoseconds (see [`Usage::last`]).
     pub(crate) fn last(&self) -> u64 {
         self.last.load(Ordering::Relaxed)
-    }
-
-    /// Marks the breaker removed from its registry (for good).
-    pub(crate) fn set_removed(&self) {
-        self.removed.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether its registry removed the breaker.
-    #[inline]
-    pub(crate) fn is_removed(&self) -> bool {
-        self.removed.load(Ordering::Relaxed)
     }
 }
 
