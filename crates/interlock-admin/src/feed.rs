@@ -156,6 +156,12 @@ impl EventListener for EventFeed {
             Event::StorageRecovered { breaker, .. } => {
                 (breaker, "storage_recovered", None, None, None)
             }
+            // The registry forgot it: its row leaves every page now, not
+            // at the next sample.
+            Event::BreakerRemoved { breaker, .. } => {
+                self.inner.forget(breaker);
+                return;
+            }
             // Per-call and pipeline events: nothing to draw, and no lock.
             _ => return,
         };
@@ -287,10 +293,6 @@ impl FeedInner {
     }
 
     /// Forgets a breaker the registry removed, and tells every dashboard.
-    #[allow(
-        dead_code,
-        reason = "for `Event::BreakerRemoved`, once the registry can forget breakers"
-    )]
     pub(crate) fn forget(&self, breaker: &str) {
         let t = self.now_ms();
         let mut tracks = self.lock();

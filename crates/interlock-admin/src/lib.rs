@@ -55,9 +55,12 @@
 //! fetches its breaker's timeline when it opens, then extends it from the
 //! deltas.
 //!
-//! A breaker the registry no longer lists leaves the stream at the next
-//! sample (an `event` of kind `removed`, which also goes to the activity
-//! log), and the page drops its row. The page counts what it receives in
+//! A breaker the registry forgets ([`Registry::remove`](interlock::Registry::remove),
+//! `retain`, `expire_after_idle`, `max_breakers`) leaves the stream at once
+//! when the feed is one of the registry's listeners (it receives
+//! [`Event::BreakerRemoved`](interlock::Event::BreakerRemoved)), and at the
+//! next sample otherwise: an `event` of kind `removed`, which also goes to
+//! the activity log, and the page drops its row or card. The page counts what it receives in
 //! `window.interlockStats` (messages, bytes, the size of each `init`), for
 //! diagnostics.
 //!

@@ -160,10 +160,6 @@ impl Tracks {
 
     /// Forgets `name` (the registry removed it): its track goes, the
     /// activity log says so. `None` if the feed did not know it.
-    #[allow(
-        dead_code,
-        reason = "for `Event::BreakerRemoved`, once the registry can forget breakers"
-    )]
     pub(crate) fn forget(&mut self, name: &str, t: u64, epoch: u64) -> Option<Arc<Entry>> {
         self.by_name.remove(name)?;
         self.forgotten.insert(name.into(), epoch);

@@ -103,6 +103,22 @@
 //! are registered at [`MetricsEventListener::new`] and again at each new
 //! breaker.
 //!
+//! # Removed breakers
+//!
+//! When a [`Registry`](interlock::Registry) forgets a breaker
+//! ([`Registry::remove`](interlock::Registry::remove), `retain`,
+//! `expire_after_idle`, `max_breakers`: [`Event::BreakerRemoved`]), the
+//! listener sets its six `interlock_state` series to 0 and drops its
+//! handles, so it keeps nothing per forgotten breaker
+//! ([`MetricsEventListener::breaker_count`] goes down). The `metrics`
+//! facade cannot delete a series; the recorder decides when one goes.
+//! `metrics-exporter-prometheus` removes series not updated for its
+//! `idle_timeout` (`PrometheusBuilder::idle_timeout(MetricKindMask::ALL,
+//! Some(..))`): set one, a little longer than the registry's
+//! `expire_after_idle`, and a per-host client's series stay bounded too. A
+//! breaker created later under the same name starts its series again from
+//! its initial state.
+//!
 //! Give each breaker name to one listener: share a single listener between
 //! breakers or registries through an `Arc` (an `Arc` of a listener is a
 //! listener). Two listeners seeing the same name would both count its
@@ -337,6 +353,23 @@ impl MetricsEventListener {
         handles
     }
 
+    /// Drops a breaker its registry forgot ([`Event::BreakerRemoved`]): its
+    /// state gauge goes to 0 in every state (so no dashboard counts it as
+    /// open, closed or anything else) and its cached handles are dropped,
+    /// which lets the recorder forget its series (see "Removed breakers").
+    fn forget(&self, breaker: &str) {
+        let handles = self
+            .breakers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(breaker);
+        if let Some(handles) = handles {
+            for state in State::ALL {
+                handles.state(state).set(0.0);
+            }
+        }
+    }
+
     fn storage_event(&self, breaker: &str, event: StorageEvent<'_>) {
         let breaker = self.handles(breaker).breaker.clone();
         let counter = match event {
@@ -432,6 +465,7 @@ impl EventListener for MetricsEventListener {
                 handles.state(to).increment(1.0);
             }
             Event::Reset { breaker, .. } => self.handles(breaker).reset.increment(1),
+            Event::BreakerRemoved { breaker, .. } => self.forget(breaker),
             Event::StorageDegraded { breaker, error, .. } => {
                 self.storage_event(breaker, StorageEvent::Degraded(error));
             }

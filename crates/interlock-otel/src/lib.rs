@@ -106,6 +106,21 @@
 //! breaker's cached attribute sets under a read lock; nothing is
 //! allocated.
 //!
+//! # Removed breakers
+//!
+//! When a [`Registry`](interlock::Registry) forgets a breaker
+//! ([`Registry::remove`](interlock::Registry::remove), `retain`,
+//! `expire_after_idle`, `max_breakers`: [`Event::BreakerRemoved`]), the
+//! listener takes back what it added to that breaker's `interlock.state`
+//! series, so they read 0 in every state from the next export, and drops
+//! its cached attribute sets ([`OtelEventListener::breaker_count`] goes
+//! down). OpenTelemetry has no way to delete an attribute set from a
+//! synchronous instrument: with cumulative temporality (Prometheus) the
+//! SDK keeps exporting the forgotten breaker's counters and histograms at
+//! their last values; with delta temporality (OTLP to most backends) they
+//! stop at the next export, as nothing is recorded for them. A breaker
+//! created later under the same name starts from its initial state again.
+//!
 //! Give each breaker name to one listener: share a single listener between
 //! breakers or registries through an `Arc` (an `Arc` of a listener is a
 //! listener). Two listeners seeing the same name would both count its
@@ -127,6 +142,7 @@
 use std::collections::HashMap;
 use std::error::Error;
 use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use interlock::{Event, EventListener, Outcome, State};
@@ -195,6 +211,9 @@ struct Series {
     calls: [[KeyValue; 2]; 4],
     /// `[breaker, state]`, indexed like `State::ALL`.
     states: [[KeyValue; 2]; 6],
+    /// What this listener has added to each state's series, so that a
+    /// removal can take it all back (an up-down counter cannot be set).
+    added: [AtomicI64; 6],
 }
 
 impl Series {
@@ -205,7 +224,14 @@ impl Series {
             calls: OUTCOMES.map(|o| [breaker.clone(), KeyValue::new("outcome", o.as_str())]),
             states: State::ALL.map(|s| [breaker.clone(), KeyValue::new("state", s.as_str())]),
             breaker,
+            added: Default::default(),
         }
+    }
+
+    /// Adds `value` to `state`'s series on `counter`, and remembers it.
+    fn add_state(&self, counter: &UpDownCounter<i64>, state: State, value: i64) {
+        self.added[state_index(state)].fetch_add(value, Ordering::Relaxed);
+        counter.add(value, self.state(state));
     }
 
     fn call(&self, outcome: Outcome) -> &[KeyValue] {
@@ -219,15 +245,19 @@ impl Series {
     }
 
     fn state(&self, state: State) -> &[KeyValue] {
-        let i = match state {
-            State::Closed => 0,
-            State::Open => 1,
-            State::HalfOpen => 2,
-            State::ForcedOpen => 3,
-            State::Disabled => 4,
-            State::MetricsOnly => 5,
-        };
-        &self.states[i]
+        &self.states[state_index(state)]
+    }
+}
+
+/// A state's index in `State::ALL`.
+fn state_index(state: State) -> usize {
+    match state {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+        State::ForcedOpen => 3,
+        State::Disabled => 4,
+        State::MetricsOnly => 5,
     }
 }
 
@@ -377,10 +407,30 @@ impl OtelEventListener {
         let series = Arc::new(Series::new(breaker));
         for state in State::ALL {
             let value = i64::from(state == self.initial_state);
-            self.state.add(value, series.state(state));
+            series.add_state(&self.state, state, value);
         }
         breakers.insert(breaker.into(), series.clone());
         series
+    }
+
+    /// Drops a breaker its registry forgot ([`Event::BreakerRemoved`]):
+    /// takes back everything it added to the breaker's `interlock.state`
+    /// series (they read 0 from the next export) and its cached attribute
+    /// sets (see "Removed breakers").
+    fn forget(&self, breaker: &str) {
+        let series = self
+            .breakers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(breaker);
+        if let Some(series) = series {
+            for state in State::ALL {
+                let added = series.added[state_index(state)].swap(0, Ordering::Relaxed);
+                if added != 0 {
+                    self.state.add(-added, series.state(state));
+                }
+            }
+        }
     }
 
     fn storage_event(&self, breaker: &str, event: StorageEvent<'_>) {
@@ -454,13 +504,14 @@ impl EventListener for OtelEventListener {
                         KeyValue::new("to", to.as_str()),
                     ],
                 );
-                self.state.add(-1, series.state(from));
-                self.state.add(1, series.state(to));
+                series.add_state(&self.state, from, -1);
+                series.add_state(&self.state, to, 1);
             }
             Event::Reset { breaker, .. } => {
                 let series = self.series(breaker);
                 self.reset.add(1, std::slice::from_ref(&series.breaker));
             }
+            Event::BreakerRemoved { breaker, .. } => self.forget(breaker),
             Event::StorageDegraded { breaker, error, .. } => {
                 self.storage_event(breaker, StorageEvent::Degraded(error));
             }

@@ -2,7 +2,9 @@
 //! [`reqwest_middleware`] middleware.
 //!
 //! [`CircuitBreakerMiddleware`] keys a breaker on each request's host and
-//! port (or on the name a resolver gives it), creates it on first use and
+//! port (or on the name a resolver gives it), creates it on first use (and
+//! forgets it after 10 idle minutes, keeping at most 10,000 hosts, unless
+//! set otherwise with `expire_after_idle` and `max_hosts`) and
 //! records every exchange: 429, 500, 502, 503, 504 and transport errors are
 //! failures, other statuses successes, and a request reqwest refuses to
 //! build (an unsupported scheme, an invalid header) is the caller's bug and
@@ -370,6 +372,39 @@ impl<M: Mode> CircuitBreakerMiddlewareBuilder<M> {
         self
     }
 
+    /// How long a host may go without a request before its breaker is
+    /// forgotten (not with a shared registry; default 10 minutes,
+    /// [`DEFAULT_EXPIRE_AFTER_IDLE`](interlock::http::DEFAULT_EXPIRE_AFTER_IDLE)).
+    pub fn expire_after_idle(mut self, idle: std::time::Duration) -> Self {
+        self.registry = self.registry.expire_after_idle(idle);
+        self
+    }
+
+    /// How many hosts' breakers are kept at most, the least recently used
+    /// evicted first (not with a shared registry; default 10,000,
+    /// [`DEFAULT_MAX_HOSTS`](interlock::http::DEFAULT_MAX_HOSTS)).
+    ///
+    /// ```
+    /// use interlock_reqwest::CircuitBreakerMiddleware;
+    /// use std::time::Duration;
+    ///
+    /// // Bounded by default: 10 idle minutes, 10,000 hosts.
+    /// let default = CircuitBreakerMiddleware::new();
+    /// assert_eq!(default.registry().max_breakers(), Some(10_000));
+    /// assert_eq!(default.registry().expire_after_idle(), Some(Duration::from_secs(600)));
+    ///
+    /// let wide = CircuitBreakerMiddleware::builder()
+    ///     .max_hosts(100_000)
+    ///     .expire_after_idle(Duration::from_secs(3600))
+    ///     .build()?;
+    /// assert_eq!(wide.registry().max_breakers(), Some(100_000));
+    /// # Ok::<(), interlock::http::BuildError>(())
+    /// ```
+    pub fn max_hosts(mut self, max: usize) -> Self {
+        self.registry = self.registry.max_hosts(max);
+        self
+    }
+
     /// Takes breakers from the caller's `registry`, which the middleware
     /// never closes. Any mode that serves the async API: a registry
     /// coordinated through an async storage
@@ -411,8 +446,9 @@ impl<M: Mode> CircuitBreakerMiddlewareBuilder<M> {
     /// # Errors
     ///
     /// [`BuildError::SharedRegistry`] if a shared registry is combined with
-    /// `config`, `clock`, `listener` or `initial_state`;
-    /// [`BuildError::Config`] for an invalid initial state.
+    /// `config`, `clock`, `listener`, `initial_state`, `expire_after_idle`
+    /// or `max_hosts`; [`BuildError::Config`] for an invalid initial state
+    /// or a zero bound.
     pub fn build(self) -> Result<CircuitBreakerMiddleware<M>, BuildError> {
         interlock::register_opener(open_middleware_error);
         Ok(CircuitBreakerMiddleware {

@@ -107,6 +107,21 @@ pub enum Event<'a> {
         /// What the storage reported.
         reason: &'a str,
     },
+    /// The breaker's [`Registry`](crate::Registry) forgot it:
+    /// [`remove`](crate::Registry::remove)d, dropped by
+    /// [`retain`](crate::Registry::retain), idle for
+    /// [`expire_after_idle`](crate::RegistryBuilder::expire_after_idle), or
+    /// evicted as least recently used under
+    /// [`max_breakers`](crate::RegistryBuilder::max_breakers). Delivered
+    /// to that breaker's listeners after the registry has let it go (it is
+    /// no longer listed), so that metrics and dashboards drop its series
+    /// and its row. Handles to it still work; a later `get` of the name
+    /// creates a new breaker, whose events follow.
+    #[non_exhaustive]
+    BreakerRemoved {
+        /// The breaker's name.
+        breaker: &'a str,
+    },
     /// A retry strategy will try again after `delay`.
     #[non_exhaustive]
     RetryScheduled {
@@ -192,7 +207,8 @@ impl<'a> Event<'a> {
             | Event::StorageDegraded { breaker, .. }
             | Event::StorageRecovered { breaker }
             | Event::StorageWriteDropped { breaker }
-            | Event::StorageNoticesUnavailable { breaker, .. } => breaker,
+            | Event::StorageNoticesUnavailable { breaker, .. }
+            | Event::BreakerRemoved { breaker } => breaker,
             Event::RetryScheduled { name, .. }
             | Event::BulkheadRejected { name }
             | Event::FallbackUsed { name, .. }
@@ -217,6 +233,7 @@ impl<'a> Event<'a> {
             Event::StorageRecovered { .. } => "storage_recovered",
             Event::StorageWriteDropped { .. } => "storage_write_dropped",
             Event::StorageNoticesUnavailable { .. } => "storage_notices_unavailable",
+            Event::BreakerRemoved { .. } => "breaker_removed",
             Event::RetryScheduled { .. } => "retry_scheduled",
             Event::BulkheadRejected { .. } => "bulkhead_rejected",
             Event::FallbackUsed { .. } => "fallback_used",
@@ -272,6 +289,12 @@ impl<'a> Event<'a> {
     #[must_use]
     pub fn storage_write_dropped(breaker: &'a str) -> Self {
         Event::StorageWriteDropped { breaker }
+    }
+
+    /// A [`BreakerRemoved`](Event::BreakerRemoved) event.
+    #[must_use]
+    pub fn breaker_removed(breaker: &'a str) -> Self {
+        Event::BreakerRemoved { breaker }
     }
 
     /// A [`RetryScheduled`](Event::RetryScheduled) event.
@@ -368,6 +391,9 @@ impl fmt::Display for Event<'_> {
                     f,
                     "{breaker}: storage change notices unavailable, polling only: {reason}"
                 )
+            }
+            Event::BreakerRemoved { breaker } => {
+                write!(f, "{breaker}: removed from its registry")
             }
             Event::RetryScheduled {
                 name,

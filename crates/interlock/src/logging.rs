@@ -15,6 +15,7 @@ use crate::event::{Event, EventListener};
 /// | [`StorageRecovered`](Event::StorageRecovered) | INFO | `storage recovered` | `breaker` |
 /// | [`StorageWriteDropped`](Event::StorageWriteDropped) | WARN | `storage write dropped` | `breaker` |
 /// | [`StorageNoticesUnavailable`](Event::StorageNoticesUnavailable) | WARN | `storage notices unavailable` | `breaker`, `reason` |
+/// | [`BreakerRemoved`](Event::BreakerRemoved) | INFO | `breaker removed` | `breaker` |
 /// | [`RetryScheduled`](Event::RetryScheduled) | INFO | `retry scheduled` | `name`, `attempt` (the one that failed), `delay_s` |
 /// | [`BulkheadRejected`](Event::BulkheadRejected) | WARN | `bulkhead rejected` | `name` |
 /// | [`FallbackUsed`](Event::FallbackUsed) | WARN | `fallback used` | `name`, `error` |
@@ -77,6 +78,9 @@ impl EventListener for LoggingEventListener {
             Event::StorageNoticesUnavailable { breaker, reason } => tracing::warn!(
                 target: "interlock", breaker, reason, "storage notices unavailable"
             ),
+            Event::BreakerRemoved { breaker } => {
+                tracing::info!(target: "interlock", breaker, "breaker removed")
+            }
             Event::RetryScheduled {
                 name,
                 attempt,

@@ -9,6 +9,9 @@
 //!   right token; the first message's size and the bytes per second of a
 //!   tab, measured on the wire by a proxy in front of the server; a tab in
 //!   the background receives nothing.
+//! - `removal`: 25 per-host breakers as a table; one removed from the
+//!   registry and two expired by `expire_after_idle` leave the page
+//!   without a reload.
 //! - `fleet`: a registry coordinated through a real `redis-server`: the
 //!   fleet columns and the fenced fleet-wide trip and close.
 //!
@@ -38,6 +41,7 @@ mod redis_support;
 
 mod fleet;
 mod proxy;
+mod removal;
 mod scale;
 mod small;
 

@@ -172,6 +172,9 @@ pub(crate) struct Inner {
     /// Writes this breaker has queued on its lane and not yet run (R17.5).
     queued: AtomicUsize,
     weak_self: Weak<Inner>,
+    /// Its last use and removal, for a registry that expires or bounds
+    /// its breakers (untracked otherwise).
+    pub(crate) usage: crate::registry::Usage,
 }
 
 #[derive(Default)]
@@ -413,6 +416,11 @@ impl Inner {
         self.identity.name()
     }
 
+    /// The clock the breaker reads (resolved: never `Auto`).
+    pub(crate) fn clock(&self) -> &ClockHandle {
+        &self.clock
+    }
+
     #[inline]
     pub(crate) fn emit(&self, event: &Event<'_>) {
         if !self.listeners.is_empty() {
@@ -424,6 +432,9 @@ impl Inner {
     /// ([`NO_ESTIMATE`] for none).
     #[inline]
     fn reject_nanos(&self, state: State, retry_after_nanos: u64) -> CircuitOpenError {
+        // A rejected call is a use too: a breaker kept OPEN by traffic is
+        // not idle.
+        self.usage.touch_on(&self.clock);
         if !self.listeners.is_empty() {
             self.report_rejection(state);
         }
@@ -451,7 +462,9 @@ impl Inner {
     #[inline]
     fn ticket(&self, admission: Admission, leased: bool) -> Ticket {
         // R4.2: the call's clock starts after admission.
-        Ticket::new(self.clock.now(), admission, leased)
+        let start = self.clock.now();
+        self.usage.touch(start);
+        Ticket::new(start, admission, leased)
     }
 
     /// The lock-free part of admission (R6).
@@ -1006,6 +1019,7 @@ impl<M: Mode> CircuitBreaker<M> {
             lane,
             queued: AtomicUsize::new(0),
             weak_self: weak_self.clone(),
+            usage: crate::registry::Usage::new(),
         });
         if let Some(lane) = &inner.lane {
             lane.attach(Arc::downgrade(&inner));
@@ -1185,6 +1199,14 @@ impl<M: Mode> CircuitBreaker<M> {
     #[must_use]
     pub fn ptr_eq(&self, other: &CircuitBreaker<M>) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The breaker `inner` is the state of.
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        CircuitBreaker {
+            inner,
+            mode: PhantomData,
+        }
     }
 
     /// The same breaker seen with another mode (internal: the registry's

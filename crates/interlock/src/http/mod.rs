@@ -9,6 +9,10 @@
 //!
 //! - **One breaker per name**, created on first use in a [`Registry`]
 //!   ([`HostRegistry`]: owned by the adapter, or shared between clients).
+//!   An owned registry is bounded: a host without requests for 10 minutes
+//!   is forgotten, and at most 10,000 are kept, the least recently used
+//!   evicted first ([`DEFAULT_EXPIRE_AFTER_IDLE`], [`DEFAULT_MAX_HOSTS`];
+//!   `expire_after_idle` and `max_hosts` on every adapter's builder).
 //!   The name comes from a [`NameResolver`], by default [`HostAndPort`]
 //!   (`host:port`; [`HostOnly`] names breakers by host alone, as the Python
 //!   original does); a request without a host, or a resolver returning a
@@ -91,7 +95,9 @@ mod service;
 
 pub use classify::{DEFAULT_FAILURE_STATUSES, HttpStatusClassifier};
 pub use name::{HostAndPort, HostOnly, NameError, NameResolver};
-pub use registry::{BuildError, HostRegistry, HostRegistryBuilder};
+pub use registry::{
+    BuildError, DEFAULT_EXPIRE_AFTER_IDLE, DEFAULT_MAX_HOSTS, HostRegistry, HostRegistryBuilder,
+};
 pub use service::{
     KeyedCircuitBreaker, KeyedCircuitBreakerLayer, KeyedCircuitBreakerLayerBuilder, future,
 };

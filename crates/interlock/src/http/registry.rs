@@ -4,14 +4,33 @@ use std::any::Any;
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::mode::{Local, Mode};
 use crate::{
     CircuitBreaker, Clock, Config, ConfigError, EventListener, Registry, RegistryBuilder, State,
 };
 
+/// How long an owned per-host registry keeps a host neither requested nor
+/// called: 10 minutes ([`HostRegistryBuilder::expire_after_idle`]).
+pub const DEFAULT_EXPIRE_AFTER_IDLE: Duration = Duration::from_secs(600);
+
+/// How many hosts an owned per-host registry keeps at most: 10,000
+/// ([`HostRegistryBuilder::max_hosts`]).
+pub const DEFAULT_MAX_HOSTS: usize = 10_000;
+
 /// The registry an HTTP adapter takes its per-host breakers from, and who
 /// closes it.
+///
+/// An owned registry is **bounded by default**: a client that follows
+/// user-supplied or redirected URLs meets unboundedly many hosts, so it
+/// forgets a host after [`DEFAULT_EXPIRE_AFTER_IDLE`] (10 minutes) without
+/// requests and keeps at most [`DEFAULT_MAX_HOSTS`] (10,000), evicting the
+/// least recently used (see [`RegistryBuilder::expire_after_idle`] and
+/// [`RegistryBuilder::max_breakers`]). A forgotten host's breaker sends
+/// [`Event::BreakerRemoved`](crate::Event::BreakerRemoved) to its
+/// listeners; its next request starts a fresh breaker. A shared registry
+/// is bounded (or not) as its owner built it.
 ///
 /// - **Owned** (built from options): the adapter created the registry, so
 ///   [`close`](Self::close) or dropping the last clone of the adapter
@@ -74,17 +93,22 @@ impl Drop for Owner {
 }
 
 impl HostRegistry {
-    /// An owned registry with the default config.
+    /// An owned registry with the default config and bounds.
     #[must_use]
     pub fn new() -> Self {
-        HostRegistry::owned(Registry::new())
+        match HostRegistry::builder().build() {
+            Ok(registry) => registry,
+            Err(_) => unreachable!("the default options are valid"),
+        }
     }
 
     /// A builder for an owned registry, or for a shared one with
     /// [`registry`](HostRegistryBuilder::registry).
     pub fn builder() -> HostRegistryBuilder {
         HostRegistryBuilder {
-            builder: Registry::builder(),
+            builder: Registry::builder()
+                .expire_after_idle(DEFAULT_EXPIRE_AFTER_IDLE)
+                .max_breakers(DEFAULT_MAX_HOSTS),
             shared: None,
             options: Vec::new(),
         }
@@ -221,6 +245,39 @@ impl<M: Mode> HostRegistryBuilder<M> {
         self
     }
 
+    /// How long a host may go without a request before its breaker is
+    /// forgotten (default [`DEFAULT_EXPIRE_AFTER_IDLE`], 10 minutes); see
+    /// [`RegistryBuilder::expire_after_idle`]. Take it well above the
+    /// longest `wait_duration_in_open` a host may stay rejected in without
+    /// being asked for: a forgotten breaker's OPEN state is lost.
+    ///
+    /// ```
+    /// use interlock::http::HostRegistry;
+    /// use std::time::Duration;
+    ///
+    /// let hosts = HostRegistry::builder()
+    ///     .expire_after_idle(Duration::from_secs(3600))
+    ///     .max_hosts(50_000)
+    ///     .build()?;
+    /// assert_eq!(hosts.registry().expire_after_idle(), Some(Duration::from_secs(3600)));
+    /// assert_eq!(hosts.registry().max_breakers(), Some(50_000));
+    /// # Ok::<(), interlock::http::BuildError>(())
+    /// ```
+    pub fn expire_after_idle(mut self, idle: Duration) -> Self {
+        self.builder = self.builder.expire_after_idle(idle);
+        self.options.push("expire_after_idle");
+        self
+    }
+
+    /// How many hosts it keeps at most (default [`DEFAULT_MAX_HOSTS`],
+    /// 10,000), evicting the least recently used; see
+    /// [`RegistryBuilder::max_breakers`].
+    pub fn max_hosts(mut self, max: usize) -> Self {
+        self.builder = self.builder.max_breakers(max);
+        self.options.push("max_hosts");
+        self
+    }
+
     /// Takes breakers from the caller's `registry` (left open on close), of
     /// any mode: a coordinated registry makes the adapter's breakers
     /// fleet-wide.
@@ -238,7 +295,8 @@ impl<M: Mode> HostRegistryBuilder<M> {
     ///
     /// [`BuildError::SharedRegistry`] naming the first breaker-construction
     /// option combined with a shared registry; [`BuildError::Config`] if the
-    /// initial state is OPEN or HALF_OPEN.
+    /// initial state is OPEN or HALF_OPEN, or `expire_after_idle` or
+    /// `max_hosts` (reported as `max_breakers`) is zero.
     pub fn build(self) -> Result<HostRegistry<M>, BuildError> {
         if let Some(registry) = self.shared {
             return match self.options.first() {
@@ -270,8 +328,9 @@ impl<M> fmt::Debug for HostRegistryBuilder<M> {
 #[non_exhaustive]
 pub enum BuildError {
     /// A shared registry was combined with a breaker-construction option
-    /// (`config`, `clock`, `listener` or `initial_state`), which the
-    /// registry already owns: set it on the registry instead.
+    /// (`config`, `clock`, `listener`, `initial_state`, `expire_after_idle`
+    /// or `max_hosts`), which the registry already owns: set it on the
+    /// registry instead.
     SharedRegistry {
         /// The option given alongside the registry.
         option: &'static str,
@@ -345,7 +404,12 @@ mod tests {
     #[test]
     fn every_option_conflicts_with_a_shared_registry() {
         let shared = Registry::new();
-        let cases: [(&str, HostRegistryBuilder); 4] = [
+        let cases: [(&str, HostRegistryBuilder); 6] = [
+            (
+                "expire_after_idle",
+                HostRegistry::builder().expire_after_idle(Duration::from_secs(1)),
+            ),
+            ("max_hosts", HostRegistry::builder().max_hosts(5)),
             ("config", HostRegistry::builder().config(Config::default())),
             (
                 "clock",
@@ -374,5 +438,28 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(matches!(err, BuildError::Config(ref e) if e.field() == "initial_state"));
+    }
+
+    #[test]
+    fn an_owned_registry_is_bounded_by_default_and_as_configured() {
+        let default = HostRegistry::new();
+        assert_eq!(
+            default.registry().expire_after_idle(),
+            Some(DEFAULT_EXPIRE_AFTER_IDLE)
+        );
+        assert_eq!(default.registry().max_breakers(), Some(DEFAULT_MAX_HOSTS));
+        let built = HostRegistry::builder()
+            .expire_after_idle(Duration::from_secs(60))
+            .max_hosts(2)
+            .build()
+            .unwrap();
+        for host in ["a:443", "b:443", "c:443"] {
+            let _ = built.breaker(host);
+        }
+        assert_eq!(built.registry().len(), 2);
+        let shared = HostRegistry::shared(Registry::new());
+        assert_eq!(shared.registry().max_breakers(), None, "the owner's choice");
+        let err = HostRegistry::builder().max_hosts(0).build().unwrap_err();
+        assert!(matches!(err, BuildError::Config(ref e) if e.field() == "max_breakers"));
     }
 }

@@ -168,6 +168,22 @@ impl<N, M: Mode> KeyedCircuitBreakerLayerBuilder<N, M> {
         self
     }
 
+    /// How long a host may go without a request before its breaker is
+    /// forgotten (not with a shared registry; default 10 minutes,
+    /// [`DEFAULT_EXPIRE_AFTER_IDLE`](crate::http::DEFAULT_EXPIRE_AFTER_IDLE)).
+    pub fn expire_after_idle(mut self, idle: std::time::Duration) -> Self {
+        self.registry = self.registry.expire_after_idle(idle);
+        self
+    }
+
+    /// How many hosts' breakers are kept at most, the least recently used
+    /// evicted first (not with a shared registry; default 10,000,
+    /// [`DEFAULT_MAX_HOSTS`](crate::http::DEFAULT_MAX_HOSTS)).
+    pub fn max_hosts(mut self, max: usize) -> Self {
+        self.registry = self.registry.max_hosts(max);
+        self
+    }
+
     /// Takes breakers from the caller's `registry`, which the layer never
     /// closes: a registry coordinated through a blocking storage
     /// ([`Registry<Blocking>`](crate::mode::Blocking)) shares each host's
@@ -200,8 +216,9 @@ impl<N, M: Mode> KeyedCircuitBreakerLayerBuilder<N, M> {
     /// # Errors
     ///
     /// [`BuildError::SharedRegistry`] if a shared registry is combined with
-    /// `config`, `clock`, `listener` or `initial_state`;
-    /// [`BuildError::Config`] for an invalid initial state.
+    /// `config`, `clock`, `listener`, `initial_state`, `expire_after_idle`
+    /// or `max_hosts`; [`BuildError::Config`] for an invalid initial state
+    /// or a zero bound.
     pub fn build(self) -> Result<KeyedCircuitBreakerLayer<N, M>, BuildError> {
         Ok(KeyedCircuitBreakerLayer::from_parts(
             self.registry.build()?,

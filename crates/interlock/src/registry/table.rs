@@ -3,8 +3,14 @@
 //! A table is built once per publication and then only read, so it is a
 //! plain open-addressing array (linear probing, at most half full): a hit is
 //! one hash, one or two slot compares and one key comparison, all inline.
+//!
+//! Slots hold their breakers weakly: the registry's own list owns them, so
+//! a table left in some thread's lookup cache keeps no breaker alive after
+//! its registry removed it or was dropped.
 
-use crate::breaker::CircuitBreaker;
+use std::sync::{Arc, Weak};
+
+use crate::breaker::{CircuitBreaker, Inner};
 
 /// A read-only name → breaker table.
 pub(super) struct Table {
@@ -15,8 +21,8 @@ pub(super) struct Table {
 
 struct Slot {
     hash: u64,
-    name: Box<str>,
-    breaker: CircuitBreaker,
+    name: Arc<str>,
+    breaker: Weak<Inner>,
 }
 
 impl Table {
@@ -29,9 +35,13 @@ impl Table {
         }
     }
 
-    /// A table of `entries`, whose names are distinct.
-    pub(super) fn build(hash: NameHash, entries: &[(Box<str>, CircuitBreaker)]) -> Self {
-        let capacity = (entries.len() * 2).next_power_of_two().max(1);
+    /// A table of `len` entries, whose names are distinct.
+    pub(super) fn build<'a>(
+        hash: NameHash,
+        len: usize,
+        entries: impl IntoIterator<Item = (&'a Arc<str>, &'a CircuitBreaker)>,
+    ) -> Self {
+        let capacity = (len * 2).next_power_of_two().max(1);
         let mut slots: Box<[Option<Slot>]> = (0..capacity).map(|_| None).collect();
         let mask = capacity - 1;
         for (name, breaker) in entries {
@@ -42,16 +52,17 @@ impl Table {
             }
             slots[i] = Some(Slot {
                 hash: h,
-                name: name.clone(),
-                breaker: breaker.clone(),
+                name: Arc::clone(name),
+                breaker: Arc::downgrade(&breaker.inner),
             });
         }
         Table { slots, mask, hash }
     }
 
-    /// The breaker named `name`, if the table has it.
+    /// The breaker named `name`, if the table has it (and it still
+    /// exists).
     #[inline]
-    pub(super) fn get(&self, name: &str) -> Option<&CircuitBreaker> {
+    pub(super) fn get(&self, name: &str) -> Option<&Weak<Inner>> {
         let name = name.as_bytes();
         let h = self.hash.of(name);
         let mut i = index(h, self.mask);
@@ -250,13 +261,13 @@ mod tests {
     fn a_table_is_at_most_half_full_and_its_walks_are_short() {
         let hash = NameHash::new();
         for n in [0usize, 1, 2, 3, 5, 1_000] {
-            let entries: Vec<(Box<str>, CircuitBreaker)> = (0..n)
+            let entries: Vec<(Arc<str>, CircuitBreaker)> = (0..n)
                 .map(|i| {
                     let name = format!("backend-{i:04}.svc.internal");
                     (name.as_str().into(), CircuitBreaker::new(name))
                 })
                 .collect();
-            let table = Table::build(hash, &entries);
+            let table = Table::build(hash, n, entries.iter().map(|(n, b)| (n, b)));
             let capacity = table.slots.len();
             assert!(
                 capacity.is_power_of_two() && capacity >= 2 * n,
@@ -264,7 +275,12 @@ mod tests {
             );
             assert_eq!(table.mask, capacity - 1);
             for (name, breaker) in &entries {
-                assert!(table.get(name).is_some_and(|b| b.ptr_eq(breaker)), "{name}");
+                assert!(
+                    table
+                        .get(name)
+                        .is_some_and(|b| std::ptr::eq(b.as_ptr(), Arc::as_ptr(&breaker.inner))),
+                    "{name}"
+                );
             }
             assert!(table.get("backend-absent").is_none());
             let walks: Vec<usize> = table
