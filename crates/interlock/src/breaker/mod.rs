@@ -8,6 +8,9 @@ pub(crate) mod coordinator;
 mod permit;
 mod shared_view;
 pub(crate) mod timer;
+mod usage;
+
+pub(crate) use usage::Usage;
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -174,7 +177,7 @@ pub(crate) struct Inner {
     weak_self: Weak<Inner>,
     /// Its last use and removal, for a registry that expires or bounds
     /// its breakers (untracked otherwise).
-    pub(crate) usage: crate::registry::Usage,
+    pub(crate) usage: Usage,
 }
 
 #[derive(Default)]
@@ -1019,7 +1022,7 @@ impl<M: Mode> CircuitBreaker<M> {
             lane,
             queued: AtomicUsize::new(0),
             weak_self: weak_self.clone(),
-            usage: crate::registry::Usage::new(),
+            usage: Usage::new(),
         });
         if let Some(lane) = &inner.lane {
             lane.attach(Arc::downgrade(&inner));

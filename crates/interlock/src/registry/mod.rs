@@ -35,10 +35,8 @@ use crate::mode::{AsyncApi, Local, Mode, SyncApi};
 use crate::state::State;
 
 mod table;
-mod usage;
 
 use table::{NameHash, Table};
-pub(crate) use usage::Usage;
 
 /// Creates and caches named breakers that share a config, clock,
 /// classifier, listeners and initial state.
