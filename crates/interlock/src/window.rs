@@ -110,7 +110,7 @@ impl CountWindow {
     }
 
     #[inline]
-    fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         Snapshot {
             total_calls: self.len as u64,
             failed_calls: self.failed,
@@ -123,6 +123,27 @@ impl CountWindow {
     #[inline]
     pub(crate) fn full_of_successes(&self) -> bool {
         self.len == self.ring.len() && self.failed == 0 && self.slow == 0
+    }
+
+    /// How many outcomes the window holds once full.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.ring.len() as u64
+    }
+
+    /// `n` plain successes, as if recorded one by one: O(min(n, size)).
+    fn record_successes(&mut self, n: u64) {
+        if n >= self.capacity() {
+            // Every slot is overwritten: the ring holds nothing but
+            // successes, whatever the cursor (every slot is the same).
+            self.ring.fill(0);
+            self.len = self.ring.len();
+            self.failed = 0;
+            self.slow = 0;
+        } else {
+            for _ in 0..n {
+                self.record(Outcome::Success);
+            }
+        }
     }
 
     fn clear(&mut self) {
@@ -209,6 +230,26 @@ impl TimeWindow {
         self.totals
     }
 
+    /// The latest second seen: calls of this second (or, clamped, earlier)
+    /// land in its bucket without moving the window.
+    pub(crate) fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// The totals as of [`head`](Self::head), without moving the window.
+    pub(crate) fn totals(&self) -> Snapshot {
+        self.totals
+    }
+
+    /// `n` plain successes in the head second's bucket, as `n` records at a
+    /// time of that second would leave it.
+    fn record_successes(&mut self, n: u64) {
+        let i = (self.head % self.size()) as usize;
+        let b = &mut self.buckets[i];
+        b.total = b.total.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        self.totals.total_calls += n;
+    }
+
     fn clear(&mut self) {
         self.buckets.fill(Bucket::default());
         self.totals = Snapshot::default();
@@ -243,6 +284,15 @@ impl Window {
         match self {
             Window::Count(w) => w.clear(),
             Window::Time(w) => w.clear(),
+        }
+    }
+
+    /// `n` plain successes: in a count window as `n` records; in a time
+    /// window in the head second's bucket, without moving the window.
+    pub(crate) fn record_successes(&mut self, n: u64) {
+        match self {
+            Window::Count(w) => w.record_successes(n),
+            Window::Time(w) => w.record_successes(n),
         }
     }
 }
@@ -381,6 +431,53 @@ mod tests {
         assert_eq!((s.total_calls, s.failed_calls), (10_000, 5_000));
         assert_eq!(s.failure_rate(), 0.5);
         assert_eq!(w.snapshot(t(2.0)), Snapshot::default());
+    }
+
+    #[test]
+    fn r5_1_successes_in_bulk_leave_a_count_window_as_one_by_one() {
+        let outcomes = [Failure, SlowSuccess, Success, SlowFailure, Failure];
+        for n in 0..12 {
+            for prefix in 0..=outcomes.len() {
+                let mut bulk = CountWindow::new(4);
+                for &o in &outcomes[..prefix] {
+                    bulk.record(o);
+                }
+                let mut single = bulk.clone();
+                bulk.record_successes(n);
+                for _ in 0..n {
+                    single.record(Success);
+                }
+                assert_eq!(bulk.snapshot(), single.snapshot(), "n={n} prefix={prefix}");
+                // And they keep agreeing afterwards (the cursor is equivalent).
+                for &o in &outcomes {
+                    bulk.record(o);
+                    single.record(o);
+                    assert_eq!(bulk.snapshot(), single.snapshot(), "n={n} prefix={prefix}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn r5_2_successes_in_bulk_land_in_the_head_bucket() {
+        let mut w = TimeWindow::new(3);
+        w.record(t(5.5), Failure);
+        w.record_successes(4);
+        assert_eq!(w.head(), 5);
+        assert_eq!(
+            w.totals(),
+            Snapshot {
+                total_calls: 5,
+                failed_calls: 1,
+                slow_calls: 0
+            }
+        );
+        assert_eq!(w.snapshot(t(7.9)).total_calls, 5);
+        assert_eq!(
+            w.snapshot(t(8.0)),
+            Snapshot::default(),
+            "drained with second 5"
+        );
     }
 
     #[test]
