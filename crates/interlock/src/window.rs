@@ -130,23 +130,31 @@ impl CountWindow {
         self.ring.len() as u64
     }
 
-    /// `n` plain successes, as if recorded one by one: O(min(n, size)).
+    /// `n` plain successes, as if recorded one by one, in O(min(n, size))
+    /// byte operations that vectorize: every slot from the cursor on is
+    /// overwritten with a success, and what the overwritten slots held is
+    /// subtracted (slots past `len` hold nothing: [`clear`](Self::clear)
+    /// zeroes the ring).
     fn record_successes(&mut self, n: u64) {
-        if n >= self.capacity() {
-            // Every slot is overwritten: the ring holds nothing but
-            // successes, whatever the cursor (every slot is the same).
-            self.ring.fill(0);
-            self.len = self.ring.len();
-            self.failed = 0;
-            self.slow = 0;
-        } else {
-            for _ in 0..n {
-                self.record(Outcome::Success);
-            }
+        let size = self.ring.len();
+        let mut left = usize::try_from(n).unwrap_or(usize::MAX).min(size);
+        self.len = self.len.saturating_add(left).min(size);
+        while left > 0 {
+            let run = left.min(size - self.next);
+            let slots = &mut self.ring[self.next..self.next + run];
+            let (failed, slow) = slots.iter().fold((0u64, 0u64), |(f, s), &b| {
+                (f + u64::from(b & FAILED), s + u64::from(b >> 1))
+            });
+            slots.fill(0);
+            self.failed -= failed;
+            self.slow -= slow;
+            self.next = (self.next + run) % size;
+            left -= run;
         }
     }
 
     fn clear(&mut self) {
+        self.ring.fill(0);
         self.next = 0;
         self.len = 0;
         self.failed = 0;

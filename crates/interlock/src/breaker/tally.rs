@@ -94,13 +94,15 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Lanes for a window of `count_size` calls (`None`: a time window).
-    /// A count window's lane is folded after a window's worth of successes,
-    /// so that a window that is clean again is seen as such (its successes
-    /// then skip even the lanes, `Machine::success_is_noop`).
+    /// A count window's lane is folded after four windows' worth of
+    /// successes at the latest, so that a window that is clean again is soon
+    /// seen as such (its successes then skip even the lanes,
+    /// `Machine::success_is_noop`); with any failures at all, the failures
+    /// fold it first.
     pub(crate) fn new(count_size: Option<u32>) -> Self {
         let n = lane_count();
         let flush_at = match count_size {
-            Some(size) => u64::from(size).clamp(2, MAX_PENDING),
+            Some(size) => (4 * u64::from(size)).clamp(2, MAX_PENDING),
             None => MAX_PENDING,
         };
         Tally {
@@ -256,13 +258,14 @@ mod tests {
     }
 
     #[test]
-    fn a_count_window_ignores_the_second_and_folds_after_a_window_of_successes() {
-        let t = Tally::new(Some(3));
+    fn a_count_window_ignores_the_second_and_folds_after_four_windows_of_successes() {
+        let t = Tally::new(Some(1));
         t.validate(key(1, 0));
         assert!(t.try_add(1, at(5)));
         assert!(t.try_add(1, at(9)));
-        assert!(!t.try_add(1, at(9)), "the third would fill the lane");
-        assert_eq!(t.collect(), 2);
+        assert!(t.try_add(1, at(9)));
+        assert!(!t.try_add(1, at(9)), "the fourth would fill the lane");
+        assert_eq!(t.collect(), 3);
         assert!(t.try_add(1, at(9)));
     }
 

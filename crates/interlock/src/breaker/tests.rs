@@ -1323,8 +1323,7 @@ fn r5_1_a_success_settles_on_the_lanes_with_a_failure_in_the_count_window() {
     for _ in 0..3 {
         ok(&b).unwrap();
     }
-    // Those three are on the lanes; a fourth would fill a lane of a window
-    // of 4 (it would take the lock to fold). The snapshot folds them.
+    // Those three are on the lanes; the snapshot folds them.
     assert_eq!(b.snapshot().total_calls, 4);
     for _ in 0..2 {
         assert!(settles_while_locked(
