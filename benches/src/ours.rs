@@ -233,6 +233,36 @@ impl SyncBreaker for Mixed {
     }
 }
 
+impl Mixed {
+    /// One successful call, whatever the mix; whether it was admitted.
+    pub fn call_success(&self) -> bool {
+        self.breaker.call(ok).is_ok()
+    }
+
+    /// One failing call (a non-allocating error), whatever the mix; whether it was admitted.
+    pub fn failure(&self) -> bool {
+        !matches!(
+            self.breaker.call(|| Err::<u64, _>(crate::OpError::from(
+                std::io::ErrorKind::ConnectionRefused
+            ))),
+            Err(CallError::Rejected(_))
+        )
+    }
+
+    /// `n` successful calls (untimed setup: with a failure in the window they wait on the
+    /// success lanes for the next locked step to fold them in).
+    #[must_use]
+    pub fn after_successes(self, n: usize) -> Self {
+        for _ in 0..n {
+            assert!(
+                self.breaker.call(ok).is_ok(),
+                "interlock: a success was rejected"
+            );
+        }
+        self
+    }
+}
+
 fn mixed_on(config: Config, period: u32) -> Mixed {
     let m = Mixed {
         breaker: build_on(config, On::Default),
