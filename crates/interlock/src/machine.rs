@@ -694,6 +694,18 @@ impl Machine {
         })
     }
 
+    /// How many plain successes would make [`success_is_noop`](Self::success_is_noop)
+    /// true (a count window full of successes), `u64::MAX` if none would.
+    /// The success lanes fold themselves in once they hold that many, so
+    /// that the quiet path comes back as soon as it may.
+    pub(crate) fn successes_to_quiet(&self) -> u64 {
+        if self.state == State::Closed {
+            self.window.successes_to_clean()
+        } else {
+            u64::MAX
+        }
+    }
+
     /// Records `n` plain successes counted while [`tally_key`](Self::tally_key)
     /// was the current key (the machine has not changed since): into the
     /// window as `n` records would (a time window's head bucket), the

@@ -130,6 +130,22 @@ impl CountWindow {
         self.ring.len() as u64
     }
 
+    /// How many plain successes from now on would leave the window full of
+    /// successes ([`full_of_successes`](Self::full_of_successes)): enough to
+    /// fill it, and to push out its newest failed or slow slot. O(distance
+    /// back to that slot), usually one step (the newest slot is the failure
+    /// just recorded).
+    pub(crate) fn successes_to_clean(&self) -> u64 {
+        let size = self.ring.len();
+        let to_fill = size - self.len;
+        // The newest slots first: `next - 1`, `next - 2`, ... of the `len`
+        // recorded ones.
+        let newest_dirty =
+            (1..=self.len).find(|&back| self.ring[(self.next + size - back) % size] != 0);
+        let evict = newest_dirty.map_or(0, |back| self.len - back + 1);
+        (to_fill + evict) as u64
+    }
+
     /// `n` plain successes, as if recorded one by one, in O(min(n, size))
     /// byte operations that vectorize: every slot from the cursor on is
     /// overwritten with a success, and what the overwritten slots held is
@@ -292,6 +308,15 @@ impl Window {
         match self {
             Window::Count(w) => w.clear(),
             Window::Time(w) => w.clear(),
+        }
+    }
+
+    /// For a count window, how many plain successes would leave it full of
+    /// successes; `u64::MAX` for a time window (never).
+    pub(crate) fn successes_to_clean(&self) -> u64 {
+        match self {
+            Window::Count(w) => w.successes_to_clean(),
+            Window::Time(_) => u64::MAX,
         }
     }
 
@@ -463,6 +488,32 @@ mod tests {
                     assert_eq!(bulk.snapshot(), single.snapshot(), "n={n} prefix={prefix}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn r5_1_successes_to_clean_is_exactly_what_makes_the_window_full_of_successes() {
+        let outcomes = [Failure, Success, SlowSuccess, Success, Success, SlowFailure];
+        for mask in 0..(1u32 << 7) {
+            let mut w = CountWindow::new(4);
+            for (i, &o) in outcomes.iter().cycle().take(7).enumerate() {
+                if mask & (1 << i) != 0 {
+                    w.record(o);
+                }
+            }
+            let n = w.successes_to_clean();
+            let mut probe = w.clone();
+            for k in 0..n {
+                assert!(
+                    !probe.full_of_successes(),
+                    "mask {mask}: clean after {k} < {n}"
+                );
+                probe.record(Success);
+            }
+            assert!(
+                probe.full_of_successes(),
+                "mask {mask}: not clean after {n}"
+            );
         }
     }
 

@@ -420,6 +420,7 @@ impl Inner {
     /// returned with `local` (which is `None` whenever they can count: a
     /// transition moves the generation).
     fn rekey(&self, core: &mut Core, mut local: Option<Transition>) -> Option<Transition> {
+        self.tally.flush_at(core.machine.successes_to_quiet());
         let key = core.machine.tally_key();
         if key == core.tally_key {
             return local;
@@ -954,10 +955,11 @@ impl<M: Mode> CircuitBreaker<M> {
         let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
         let clock = clock.resolve(config.slow_call_duration_threshold());
         let created_at = clock.now();
-        let tally = tally::Tally::new(match config.sliding_window {
-            crate::SlidingWindow::Count(n) => Some(n),
-            crate::SlidingWindow::Time(_) => None,
-        });
+        let tally = tally::Tally::new(matches!(
+            config.sliding_window,
+            crate::SlidingWindow::Time(_)
+        ));
+        tally.flush_at(machine.successes_to_quiet());
         let tally_key = machine.tally_key();
         if let Some(key) = tally_key {
             tally.validate(key);

@@ -86,30 +86,34 @@ fn tag(generation: u64, second: u64) -> u64 {
 pub(crate) struct Tally {
     lanes: Box<[Lane]>,
     mask: usize,
-    /// A success that would make a lane hold this many takes the lock.
-    flush_at: u64,
+    /// A success that would make a lane hold this many takes the lock (and
+    /// folds the lanes): at most [`MAX_PENDING`], and for a count window
+    /// the number of successes that would leave it full of successes, so
+    /// that its successes are soon quiet again (`Machine::success_is_noop`:
+    /// no lane at all). Written under the lock.
+    flush_at: AtomicU64,
     /// Whether the window is time-based (the tag carries the second).
     timed: bool,
 }
 
 impl Tally {
-    /// Lanes for a window of `count_size` calls (`None`: a time window).
-    /// A count window's lane is folded after four windows' worth of
-    /// successes at the latest, so that a window that is clean again is soon
-    /// seen as such (its successes then skip even the lanes,
-    /// `Machine::success_is_noop`); with any failures at all, the failures
-    /// fold it first.
-    pub(crate) fn new(count_size: Option<u32>) -> Self {
+    /// Lanes for a count window (`timed` false) or a time window.
+    pub(crate) fn new(timed: bool) -> Self {
         let n = lane_count();
-        let flush_at = match count_size {
-            Some(size) => (4 * u64::from(size)).clamp(2, MAX_PENDING),
-            None => MAX_PENDING,
-        };
         Tally {
             lanes: (0..n).map(|_| Lane(AtomicU64::new(INVALID))).collect(),
             mask: n - 1,
-            flush_at,
-            timed: count_size.is_none(),
+            flush_at: AtomicU64::new(MAX_PENDING),
+            timed,
+        }
+    }
+
+    /// Under the lock: a lane that would hold `n` successes folds itself
+    /// (clamped to 1..=[`MAX_PENDING`]).
+    pub(crate) fn flush_at(&self, n: u64) {
+        let n = n.clamp(1, MAX_PENDING);
+        if self.flush_at.load(Ordering::Relaxed) != n {
+            self.flush_at.store(n, Ordering::Relaxed);
         }
     }
 
@@ -124,7 +128,8 @@ impl Tally {
         };
         let lane = &self.lanes[lane_index() & self.mask].0;
         let word = lane.load(Ordering::Relaxed);
-        if word & !COUNT_MASK != tag(generation, second) || (word & COUNT_MASK) + 1 >= self.flush_at
+        if word & !COUNT_MASK != tag(generation, second)
+            || (word & COUNT_MASK) + 1 >= self.flush_at.load(Ordering::Relaxed)
         {
             return false;
         }
@@ -235,14 +240,14 @@ mod tests {
 
     #[test]
     fn nothing_is_added_without_a_key() {
-        let t = Tally::new(Some(100));
+        let t = Tally::new(false);
         assert!(!t.try_add(0, at(0)));
         assert_eq!(t.collect(), 0);
     }
 
     #[test]
     fn adds_only_for_its_own_generation_and_second() {
-        let t = Tally::new(None);
+        let t = Tally::new(true);
         t.validate(key(3, 7));
         assert!(t.try_add(3, at(7)));
         assert!(t.try_add(3, at(7)));
@@ -258,8 +263,9 @@ mod tests {
     }
 
     #[test]
-    fn a_count_window_ignores_the_second_and_folds_after_four_windows_of_successes() {
-        let t = Tally::new(Some(1));
+    fn a_count_window_ignores_the_second_and_folds_when_told() {
+        let t = Tally::new(false);
+        t.flush_at(4);
         t.validate(key(1, 0));
         assert!(t.try_add(1, at(5)));
         assert!(t.try_add(1, at(9)));
@@ -271,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_time_window_lane_holds_at_most_max_pending_minus_one() {
-        let t = Tally::new(None);
+        let t = Tally::new(true);
         t.validate(key(0, 0));
         let mut added = 0;
         while t.try_add(0, at(0)) {

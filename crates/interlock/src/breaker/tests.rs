@@ -1311,20 +1311,25 @@ fn permit_success(p: crate::Permit) {
 
 #[test]
 fn r5_1_a_success_settles_on_the_lanes_with_a_failure_in_the_count_window() {
-    // Issue 22: a full count window of 4 holding one failure (1 of 4 < 0.5):
-    // a success could evict it, but no run of successes can trip, so it
-    // settles without the lock; the next locked step folds it in.
+    // Issue 22: a full count window of 8 holding one failure (1 of 8, below
+    // 0.25): a success changes the window (it moves the failure towards the
+    // exit), but no run of successes can trip, so it settles without the
+    // lock; the next locked step folds it in first.
     let (b, _) = make_quiet(
         cfg()
-            .sliding_window(SlidingWindow::count(4))
-            .minimum_number_of_calls(4),
+            .sliding_window(SlidingWindow::count(8))
+            .minimum_number_of_calls(8)
+            .failure_rate_threshold(0.25),
     );
+    for _ in 0..4 {
+        ok(&b).unwrap();
+    }
     let _ = fail(&b);
     for _ in 0..3 {
         ok(&b).unwrap();
     }
-    // Those three are on the lanes; the snapshot folds them.
-    assert_eq!(b.snapshot().total_calls, 4);
+    // [s s s s F s s s]: folded by the snapshot.
+    assert_eq!(b.snapshot().failed_calls, 1);
     for _ in 0..2 {
         assert!(settles_while_locked(
             &b,
@@ -1333,25 +1338,31 @@ fn r5_1_a_success_settles_on_the_lanes_with_a_failure_in_the_count_window() {
             SHOULD
         ));
     }
-    // Folded by the snapshot: the two successes pushed the failure out.
+    // [s s F s s s s s] with the two successes folded in: the failure is
+    // now the oldest but two. Two more on the lanes, then a failure: folded
+    // first, they make the old failure the oldest, and the new one evicts
+    // it (1 of 8). Without the fold it would evict a success: 2 of 8 >=
+    // 0.25, a trip (R7.1).
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Closed);
     assert_eq!(
         b.snapshot(),
         Snapshot {
-            total_calls: 4,
-            failed_calls: 0,
+            total_calls: 8,
+            failed_calls: 1,
             slow_calls: 0
         }
     );
-    // Two failures and two successes on the lanes: 2 of 4 trips at once
-    // (R7.1), whichever order the lanes are folded in, since the failure
-    // that completes it sees the successes first.
-    let _ = fail(&b);
-    ok(&b).unwrap();
-    ok(&b).unwrap();
-    assert_eq!(b.state(), State::Closed);
-    let _ = fail(&b);
-    assert_eq!(b.snapshot().failed_calls, 2);
-    assert_eq!(b.state(), State::Open, "[f, s, s, f]: 2 of 4");
+    // Eight successes push the new failure out: the eighth takes the lock
+    // and folds the lanes (exactly enough to leave the window clean), and
+    // the window is quiet again.
+    for _ in 0..8 {
+        ok(&b).unwrap();
+    }
+    assert!(b.inner.core().machine.success_is_noop(), "quiet again");
+    assert_eq!(b.snapshot().failed_calls, 0);
 }
 
 #[test]
