@@ -71,6 +71,9 @@ thread_local! {
 /// that only the breakers' own work is timed. Each thread keeps its own count, so two
 /// threads calling one breaker each fail at the same rate and share nothing but the
 /// breaker.
+///
+/// # Errors
+/// `ConnectionRefused`, on every `period`-th call of this thread.
 #[inline]
 pub fn mixed(period: u32) -> Result<u64, OpError> {
     if period == 0 {

@@ -251,6 +251,9 @@ impl Mixed {
 
     /// `n` successful calls (untimed setup: with a failure in the window they wait on the
     /// success lanes for the next locked step to fold them in).
+    ///
+    /// # Panics
+    /// If a call is rejected.
     #[must_use]
     pub fn after_successes(self, n: usize) -> Self {
         for _ in 0..n {

@@ -144,8 +144,8 @@ fn paired2<A: SyncBreaker, B: SyncBreaker>(ours: &A, peer: &B) -> (f64, f64, f64
         |()| slice2(ours, SLICE2, true),
         |()| slice2(peer, SLICE2, true),
     );
-    assert_eq!(ours.call(), true, "interlock left its scenario");
-    assert_eq!(peer.call(), true, "the peer left its scenario");
+    assert!(ours.call(), "interlock left its scenario");
+    assert!(peer.call(), "the peer left its scenario");
     result
 }
 
