@@ -27,7 +27,7 @@ use std::hint::black_box;
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use interlock::{Clock, CoarseClock, MonotonicClock};
-use interlock_benches::ours::{self, Breaker, HalfOpen, RegistryHit};
+use interlock_benches::ours::{self, Breaker, HalfOpen, Mixed, RegistryHit};
 use interlock_benches::{SyncBreaker, peers};
 
 // One successful call through a closed breaker (default config: count window 100,
@@ -41,6 +41,27 @@ use interlock_benches::{SyncBreaker, peers};
 fn closed_call(breaker: Breaker) -> (bool, Breaker) {
     let admitted = black_box(&breaker).call();
     (admitted, breaker)
+}
+
+// Issue 22, production-like windows: one successful call with one failure in 10 in the
+// window (count window of 100, and a 60 s time window in the current second): the success
+// is counted on the lock-free success lanes. And one failing call that folds 9 successes
+// waiting on the lanes into the window before it is recorded under the lock.
+#[library_benchmark]
+#[bench::count_window_10pct(ours::mixed_count(10).after_successes(3))]
+#[bench::time_window_10pct(ours::mixed_time(10).after_successes(3))]
+#[bench::time_window_0pct(ours::mixed_time(0))]
+fn mixed_success(m: Mixed) -> (bool, Mixed) {
+    let admitted = black_box(&m).call_success();
+    (admitted, m)
+}
+
+#[library_benchmark]
+#[bench::count_window_folding_9(ours::mixed_count(10).after_successes(9))]
+#[bench::time_window_folding_9(ours::mixed_time(10).after_successes(9))]
+fn mixed_failure(m: Mixed) -> (bool, Mixed) {
+    let admitted = black_box(&m).failure();
+    (admitted, m)
 }
 
 // One call rejected by an OPEN breaker (`retry_after` computed from a clock read).
@@ -109,6 +130,8 @@ library_benchmark_group!(
     name = hot_paths,
     benchmarks = [
         closed_call,
+        mixed_success,
+        mixed_failure,
         rejected_call,
         peer_closed_call,
         peer_rejected_call,

@@ -13,6 +13,9 @@
 //! - `contended2/<peer>`: two threads calling one closed breaker at once; time is wall time
 //!   for both threads to make `iters` calls each, per `iters`.
 //! - `time_window/<peer>/<n>`: one call through a time-based window holding `n` calls.
+//! - `mixed/<window>/<mix>/<peer>` and `mixed2/<window>/<mix>/<peer>`: production-like
+//!   traffic, 0%, 1% or 10% failures through a count window of 100 (`count100`) or a 60 s time
+//!   window (`time60s`), on one thread and on two (wall time per call of each thread).
 //! - `registry/interlock/<n>`: one `Registry::get` hit among `n` names (peers have none).
 //! - `reference/<what>`: an empty closure, one `AtomicU64::fetch_add`, an uncontended `Mutex`
 //!   lock + unlock, an `Arc` clone + drop, one read of each clock source (`Instant::now()`,
@@ -37,7 +40,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use interlock::{Clock, CoarseClock, MonotonicClock};
 use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser, seatbelt, tower_resilience};
-use interlock_benches::{AsyncBreaker, OpError, PAYLOAD, SyncBreaker, ours};
+use interlock_benches::{AsyncBreaker, MIXES, OpError, PAYLOAD, SyncBreaker, ours};
 use tokio::runtime::Runtime;
 
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
@@ -390,6 +393,46 @@ fn time_window(c: &mut Criterion, rt: &Runtime) {
     g.finish();
 }
 
+/// The mixed workloads (see `benches/README.md`): one call in 100 or in 10 failing (on each
+/// thread), through a count window of 100 and a 60 s time window, for every sync library
+/// with such a window: recloser has only the count ring, failsafe only the time window.
+fn mixed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mixed");
+    for (mix, period) in MIXES {
+        let id = |window: &str, lib: &str| format!("{window}/{mix}/{lib}");
+        sync_case(&mut g, ADMITS, &id("count100", ours::NAME), || {
+            ours::mixed_count(period)
+        });
+        sync_case(&mut g, ADMITS, &id("count100", recloser::NAME), || {
+            recloser::mixed_count(period)
+        });
+        sync_case(&mut g, ADMITS, &id("time60s", ours::NAME), || {
+            ours::mixed_time(period)
+        });
+        sync_case(&mut g, ADMITS, &id("time60s", failsafe::NAME), || {
+            failsafe::mixed_time(period)
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("mixed2");
+    for (mix, period) in MIXES {
+        let id = |window: &str, lib: &str| format!("{window}/{mix}/{lib}");
+        contended_sync_case(&mut g, &id("count100", ours::NAME), || {
+            ours::mixed_count(period)
+        });
+        contended_sync_case(&mut g, &id("count100", recloser::NAME), || {
+            recloser::mixed_count(period)
+        });
+        contended_sync_case(&mut g, &id("time60s", ours::NAME), || {
+            ours::mixed_time(period)
+        });
+        contended_sync_case(&mut g, &id("time60s", failsafe::NAME), || {
+            failsafe::mixed_time(period)
+        });
+    }
+    g.finish();
+}
+
 /// Registry sizes, in names held when one existing name is looked up.
 const REGISTRY_NAMES: [usize; 2] = [1, 1_000];
 
@@ -467,6 +510,7 @@ fn side_by_side(c: &mut Criterion) {
     half_open(c, &rt);
     contended2(c, &rt);
     time_window(c, &rt);
+    mixed(c);
     registry(c);
 }
 

@@ -20,6 +20,7 @@
     reason = "bench setup: peers without an injectable clock need real sleeps"
 )]
 
+use std::cell::Cell;
 use std::future::Future;
 
 pub mod ours;
@@ -54,6 +55,40 @@ pub trait AsyncBreaker: Clone + Send + 'static {
 #[inline]
 pub(crate) fn ok() -> Result<u64, OpError> {
     Ok(PAYLOAD)
+}
+
+/// The mixed workloads: a name for benchmark ids and the failure period (one call in
+/// `period` fails, on each thread; 0: none).
+pub const MIXES: [(&str, u32); 3] = [("0pct", 0), ("1pct", 100), ("10pct", 10)];
+
+thread_local! {
+    /// Calls of [`mixed`] since this thread's last failure.
+    static SINCE_FAILURE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The protected operation of a mixed workload: every `period`-th call made on this thread
+/// fails (never for `period` 0), with an error whose construction does not allocate, so
+/// that only the breakers' own work is timed. Each thread keeps its own count, so two
+/// threads calling one breaker each fail at the same rate and share nothing but the
+/// breaker.
+///
+/// # Errors
+/// `ConnectionRefused`, on every `period`-th call of this thread.
+#[inline]
+pub fn mixed(period: u32) -> Result<u64, OpError> {
+    if period == 0 {
+        return Ok(PAYLOAD);
+    }
+    SINCE_FAILURE.with(|since| {
+        let n = since.get() + 1;
+        if n >= period {
+            since.set(0);
+            Err(OpError::from(std::io::ErrorKind::ConnectionRefused))
+        } else {
+            since.set(n);
+            Ok(PAYLOAD)
+        }
+    })
 }
 
 /// A failing operation, used only in setup to trip a breaker.

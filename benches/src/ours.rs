@@ -24,13 +24,13 @@
 use std::time::Duration;
 
 use interlock::{
-    CircuitBreaker, Config, ManualClock, MonotonicClock, Registry, SlidingWindow, State,
+    CallError, CircuitBreaker, Config, ManualClock, MonotonicClock, Registry, SlidingWindow, State,
 };
 
 #[cfg(doc)]
 use interlock::CoarseClock;
 
-use crate::{SyncBreaker, fail, ok};
+use crate::{SyncBreaker, fail, mixed, ok};
 
 /// Name used in benchmark ids.
 pub const NAME: &str = "interlock";
@@ -213,6 +213,103 @@ pub fn time_window(n: usize) -> Breaker {
         assert!(b.call(), "interlock: prefill call rejected");
     }
     b
+}
+
+/// A mixed workload: each `call` runs [`mixed`]`(period)` through the breaker, so one call
+/// in `period` fails (on each thread); `call` says whether it was admitted.
+#[derive(Debug)]
+pub struct Mixed {
+    breaker: CircuitBreaker,
+    period: u32,
+}
+
+impl SyncBreaker for Mixed {
+    #[inline]
+    fn call(&self) -> bool {
+        !matches!(
+            self.breaker.call(|| mixed(self.period)),
+            Err(CallError::Rejected(_))
+        )
+    }
+}
+
+impl Mixed {
+    /// One successful call, whatever the mix; whether it was admitted.
+    pub fn call_success(&self) -> bool {
+        self.breaker.call(ok).is_ok()
+    }
+
+    /// One failing call (a non-allocating error), whatever the mix; whether it was admitted.
+    pub fn failure(&self) -> bool {
+        !matches!(
+            self.breaker.call(|| Err::<u64, _>(crate::OpError::from(
+                std::io::ErrorKind::ConnectionRefused
+            ))),
+            Err(CallError::Rejected(_))
+        )
+    }
+
+    /// `n` successful calls (untimed setup: with a failure in the window they wait on the
+    /// success lanes for the next locked step to fold them in).
+    ///
+    /// # Panics
+    /// If a call is rejected.
+    #[must_use]
+    pub fn after_successes(self, n: usize) -> Self {
+        for _ in 0..n {
+            assert!(
+                self.breaker.call(ok).is_ok(),
+                "interlock: a success was rejected"
+            );
+        }
+        self
+    }
+}
+
+fn mixed_on(config: Config, period: u32) -> Mixed {
+    let m = Mixed {
+        breaker: build_on(config, On::Default),
+        period,
+    };
+    // Long enough for the count window to hold the mix (and a failure, if any).
+    for _ in 0..1000 {
+        assert!(m.call(), "interlock: a mixed call was rejected");
+    }
+    assert_eq!(
+        m.breaker.state(),
+        State::Closed,
+        "interlock: the mix tripped"
+    );
+    if period > 0 {
+        assert!(
+            m.breaker.snapshot().failed_calls > 0,
+            "interlock: no failure"
+        );
+    }
+    m
+}
+
+/// The default configuration (count window of 100, failure-rate threshold 0.5, slow-call
+/// detection on) on the default clock, with one call in `period` failing (0: none).
+///
+/// # Panics
+/// If a call is rejected or the breaker trips.
+#[must_use]
+pub fn mixed_count(period: u32) -> Mixed {
+    mixed_on(Config::default(), period)
+}
+
+/// [`mixed_count`] with a 60 s time window (one bucket per second) instead.
+///
+/// # Panics
+/// If a call is rejected or the breaker trips.
+#[must_use]
+pub fn mixed_time(period: u32) -> Mixed {
+    let config = Config::builder()
+        .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+        .build()
+        .expect("interlock: valid config");
+    mixed_on(config, period)
 }
 
 /// A registry hit: each `call` is `Registry::get` of a name that already exists.

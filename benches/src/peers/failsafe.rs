@@ -23,7 +23,7 @@ use std::time::Duration;
 use failsafe::failure_policy::{self, FailurePolicy};
 use failsafe::{CircuitBreaker as _, Config, StateMachine, backoff};
 
-use crate::{SyncBreaker, fail, ok};
+use crate::{SyncBreaker, fail, mixed, ok};
 
 /// Name used in benchmark ids.
 pub const NAME: &str = "failsafe";
@@ -116,4 +116,39 @@ pub fn time_window(n: usize) -> impl SyncBreaker {
         assert!(b.call(), "failsafe: prefill call rejected");
     }
     b
+}
+
+/// A mixed workload: each `call` runs [`mixed`]`(period)`; `call` says whether it was
+/// admitted.
+#[derive(Debug)]
+pub struct Mixed<P>(StateMachine<P, ()>, u32);
+
+impl<P: FailurePolicy + Send> SyncBreaker for Mixed<P> {
+    #[inline]
+    fn call(&self) -> bool {
+        !matches!(
+            self.0.call(|| mixed(self.1)),
+            Err(failsafe::Error::Rejected)
+        )
+    }
+}
+
+/// A 60 s success-rate window (required rate 0.5, at least 100 calls), one call in
+/// `period` failing (0: none). failsafe has no count window.
+///
+/// # Panics
+/// If a call is rejected.
+#[must_use]
+pub fn mixed_time(period: u32) -> impl SyncBreaker {
+    let policy = failure_policy::success_rate_over_time_window(
+        0.5,
+        100,
+        Duration::from_secs(60),
+        backoff::equal_jittered(Duration::from_secs(10), Duration::from_secs(300)),
+    );
+    let m = Mixed(Config::new().failure_policy(policy).build(), period);
+    for _ in 0..1000 {
+        assert!(m.call(), "failsafe: a mixed call was rejected");
+    }
+    m
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use recloser::{Error, Recloser};
 
-use crate::{SyncBreaker, fail, ok};
+use crate::{SyncBreaker, fail, mixed, ok};
 
 /// Name used in benchmark ids.
 pub const NAME: &str = "recloser";
@@ -108,4 +108,32 @@ pub fn half_open() -> Breaker {
         "recloser: twin was not half-open (one failure did not re-open it)"
     );
     Breaker(half_open_recloser())
+}
+
+/// A mixed workload: each `call` runs [`mixed`]`(period)`; `call` says whether it was
+/// admitted.
+#[derive(Debug)]
+pub struct Mixed(Recloser, u32);
+
+impl SyncBreaker for Mixed {
+    #[inline]
+    fn call(&self) -> bool {
+        !matches!(self.0.call(|| mixed(self.1)), Err(Error::Rejected))
+    }
+}
+
+/// `error_rate(0.5).closed_len(100)`, one call in `period` failing (0: none).
+///
+/// # Panics
+/// If a call is rejected.
+#[must_use]
+pub fn mixed_count(period: u32) -> Mixed {
+    let m = Mixed(
+        Recloser::custom().error_rate(0.5).closed_len(100).build(),
+        period,
+    );
+    for _ in 0..1000 {
+        assert!(m.call(), "recloser: a mixed call was rejected");
+    }
+    m
 }

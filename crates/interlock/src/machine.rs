@@ -66,6 +66,16 @@ pub struct ProbeCounters {
     pub inconclusive: u32,
 }
 
+/// What a breaker's success lanes are tagged with while plain successes may
+/// be counted without its lock (`breaker/tally.rs`): the machine's
+/// generation and, for a time window, the second the successes belong to
+/// (0 for a count window). See [`Machine::tally_key`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TallyKey {
+    pub(crate) generation: u64,
+    pub(crate) second: u64,
+}
+
 /// The trip policy's own memory (the window is shared by every policy).
 #[derive(Clone, Debug)]
 enum TripState {
@@ -456,6 +466,76 @@ impl Machine {
             !quiet || !matches!(self.trip, TripState::Consecutive { count, .. } if count > 0)
         );
         quiet
+    }
+
+    /// Whether plain successes ([`Outcome::Success`]) of the current
+    /// generation may be counted outside the machine and recorded later in
+    /// bulk ([`absorb_successes`](Self::absorb_successes)), skipping their
+    /// trip evaluations: `Some` with what they must match, or `None`.
+    ///
+    /// Some only in CLOSED, and only when no run of successes recorded from
+    /// the current state, however long, could trip (R7.1), so skipping the
+    /// evaluations changes no decision:
+    /// - a success leaves the failed and slow counts as they are, or lowers
+    ///   them (a count window evicting a failure or a slow call), and raises
+    ///   the total or keeps it (a full count window); so over such a run the
+    ///   rates, among the evaluations the gate lets through, are highest at
+    ///   the first of them, the one at `first` calls below. Below the
+    ///   thresholds there, below them for the whole run (f64 division is
+    ///   monotonic in both operands);
+    /// - a count window smaller than the gate never reaches it;
+    /// - a time window's totals move with the second: the key carries the
+    ///   head second, and only successes of that second (whose records would
+    ///   not move the window) may wait;
+    /// - the policy's memory: `consecutive_failures` is set to zero by a
+    ///   success (never a trip, its threshold is at least 1; the bulk record
+    ///   sets it to zero too), `failures_within` ignores successes, the rate
+    ///   rule is the one above.
+    pub(crate) fn tally_key(&self) -> Option<TallyKey> {
+        if self.state != State::Closed {
+            return None;
+        }
+        let (s, capacity, second) = match &self.window {
+            Window::Count(w) => (w.snapshot(), w.capacity(), 0),
+            Window::Time(w) => (w.totals(), u64::MAX, w.head()),
+        };
+        let minimum = u64::from(self.config.minimum_number_of_calls);
+        let first = s.total_calls.saturating_add(1).min(capacity).max(minimum);
+        let may_trip = first <= capacity
+            && ((matches!(self.trip, TripState::Rate)
+                && rate(s.failed_calls, first) >= self.config.failure_rate_threshold)
+                || rate(s.slow_calls, first) >= self.config.slow_call_rate_threshold);
+        (!may_trip).then_some(TallyKey {
+            generation: self.generation,
+            second,
+        })
+    }
+
+    /// How many plain successes would make [`success_is_noop`](Self::success_is_noop)
+    /// true (a count window full of successes), `u64::MAX` if none would.
+    /// The success lanes fold themselves in once they hold that many, so
+    /// that the quiet path comes back as soon as it may.
+    pub(crate) fn successes_to_quiet(&self) -> u64 {
+        if self.state == State::Closed {
+            self.window.successes_to_clean()
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Records `n` plain successes counted while [`tally_key`](Self::tally_key)
+    /// was the current key (the machine has not changed since): into the
+    /// window as `n` records would (a time window's head bucket), the
+    /// `consecutive_failures` run ended, no trip evaluation (none could trip).
+    pub(crate) fn absorb_successes(&mut self, n: u64) {
+        debug_assert!(self.tally_key().is_some(), "no key: {self:?}");
+        if n == 0 {
+            return;
+        }
+        self.window.record_successes(n);
+        if let TripState::Consecutive { count, .. } = &mut self.trip {
+            *count = 0;
+        }
     }
 
     /// Whether a HALF_OPEN probe may be admitted now: both caps have room

@@ -110,7 +110,7 @@ impl CountWindow {
     }
 
     #[inline]
-    fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         Snapshot {
             total_calls: self.len as u64,
             failed_calls: self.failed,
@@ -125,7 +125,52 @@ impl CountWindow {
         self.len == self.ring.len() && self.failed == 0 && self.slow == 0
     }
 
+    /// How many outcomes the window holds once full.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.ring.len() as u64
+    }
+
+    /// How many plain successes from now on would leave the window full of
+    /// successes ([`full_of_successes`](Self::full_of_successes)): enough to
+    /// fill it, and to push out its newest failed or slow slot. O(distance
+    /// back to that slot), usually one step (the newest slot is the failure
+    /// just recorded).
+    pub(crate) fn successes_to_clean(&self) -> u64 {
+        let size = self.ring.len();
+        let to_fill = size - self.len;
+        // The newest slots first: `next - 1`, `next - 2`, ... of the `len`
+        // recorded ones.
+        let newest_dirty =
+            (1..=self.len).find(|&back| self.ring[(self.next + size - back) % size] != 0);
+        let evict = newest_dirty.map_or(0, |back| self.len - back + 1);
+        (to_fill + evict) as u64
+    }
+
+    /// `n` plain successes, as if recorded one by one, in O(min(n, size))
+    /// byte operations that vectorize: every slot from the cursor on is
+    /// overwritten with a success, and what the overwritten slots held is
+    /// subtracted (slots past `len` hold nothing: [`clear`](Self::clear)
+    /// zeroes the ring).
+    fn record_successes(&mut self, n: u64) {
+        let size = self.ring.len();
+        let mut left = usize::try_from(n).unwrap_or(usize::MAX).min(size);
+        self.len = self.len.saturating_add(left).min(size);
+        while left > 0 {
+            let run = left.min(size - self.next);
+            let slots = &mut self.ring[self.next..self.next + run];
+            let (failed, slow) = slots.iter().fold((0u64, 0u64), |(f, s), &b| {
+                (f + u64::from(b & FAILED), s + u64::from(b >> 1))
+            });
+            slots.fill(0);
+            self.failed -= failed;
+            self.slow -= slow;
+            self.next = (self.next + run) % size;
+            left -= run;
+        }
+    }
+
     fn clear(&mut self) {
+        self.ring.fill(0);
         self.next = 0;
         self.len = 0;
         self.failed = 0;
@@ -209,6 +254,26 @@ impl TimeWindow {
         self.totals
     }
 
+    /// The latest second seen: calls of this second (or, clamped, earlier)
+    /// land in its bucket without moving the window.
+    pub(crate) fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// The totals as of [`head`](Self::head), without moving the window.
+    pub(crate) fn totals(&self) -> Snapshot {
+        self.totals
+    }
+
+    /// `n` plain successes in the head second's bucket, as `n` records at a
+    /// time of that second would leave it.
+    fn record_successes(&mut self, n: u64) {
+        let i = (self.head % self.size()) as usize;
+        let b = &mut self.buckets[i];
+        b.total = b.total.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        self.totals.total_calls += n;
+    }
+
     fn clear(&mut self) {
         self.buckets.fill(Bucket::default());
         self.totals = Snapshot::default();
@@ -243,6 +308,24 @@ impl Window {
         match self {
             Window::Count(w) => w.clear(),
             Window::Time(w) => w.clear(),
+        }
+    }
+
+    /// For a count window, how many plain successes would leave it full of
+    /// successes; `u64::MAX` for a time window (never).
+    pub(crate) fn successes_to_clean(&self) -> u64 {
+        match self {
+            Window::Count(w) => w.successes_to_clean(),
+            Window::Time(_) => u64::MAX,
+        }
+    }
+
+    /// `n` plain successes: in a count window as `n` records; in a time
+    /// window in the head second's bucket, without moving the window.
+    pub(crate) fn record_successes(&mut self, n: u64) {
+        match self {
+            Window::Count(w) => w.record_successes(n),
+            Window::Time(w) => w.record_successes(n),
         }
     }
 }
@@ -381,6 +464,79 @@ mod tests {
         assert_eq!((s.total_calls, s.failed_calls), (10_000, 5_000));
         assert_eq!(s.failure_rate(), 0.5);
         assert_eq!(w.snapshot(t(2.0)), Snapshot::default());
+    }
+
+    #[test]
+    fn r5_1_successes_in_bulk_leave_a_count_window_as_one_by_one() {
+        let outcomes = [Failure, SlowSuccess, Success, SlowFailure, Failure];
+        for n in 0..12 {
+            for prefix in 0..=outcomes.len() {
+                let mut bulk = CountWindow::new(4);
+                for &o in &outcomes[..prefix] {
+                    bulk.record(o);
+                }
+                let mut single = bulk.clone();
+                bulk.record_successes(n);
+                for _ in 0..n {
+                    single.record(Success);
+                }
+                assert_eq!(bulk.snapshot(), single.snapshot(), "n={n} prefix={prefix}");
+                // And they keep agreeing afterwards (the cursor is equivalent).
+                for &o in &outcomes {
+                    bulk.record(o);
+                    single.record(o);
+                    assert_eq!(bulk.snapshot(), single.snapshot(), "n={n} prefix={prefix}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn r5_1_successes_to_clean_is_exactly_what_makes_the_window_full_of_successes() {
+        let outcomes = [Failure, Success, SlowSuccess, Success, Success, SlowFailure];
+        for mask in 0..(1u32 << 7) {
+            let mut w = CountWindow::new(4);
+            for (i, &o) in outcomes.iter().cycle().take(7).enumerate() {
+                if mask & (1 << i) != 0 {
+                    w.record(o);
+                }
+            }
+            let n = w.successes_to_clean();
+            let mut probe = w.clone();
+            for k in 0..n {
+                assert!(
+                    !probe.full_of_successes(),
+                    "mask {mask}: clean after {k} < {n}"
+                );
+                probe.record(Success);
+            }
+            assert!(
+                probe.full_of_successes(),
+                "mask {mask}: not clean after {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn r5_2_successes_in_bulk_land_in_the_head_bucket() {
+        let mut w = TimeWindow::new(3);
+        w.record(t(5.5), Failure);
+        w.record_successes(4);
+        assert_eq!(w.head(), 5);
+        assert_eq!(
+            w.totals(),
+            Snapshot {
+                total_calls: 5,
+                failed_calls: 1,
+                slow_calls: 0
+            }
+        );
+        assert_eq!(w.snapshot(t(7.9)).total_calls, 5);
+        assert_eq!(
+            w.snapshot(t(8.0)),
+            Snapshot::default(),
+            "drained with second 5"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::Duration;
 use allocation_counter::{AllocationInfo, measure};
 use interlock::{
     CallError, CircuitBreaker, Clock, CoarseClock, Config, ManualClock, MonotonicClock, Registry,
-    State,
+    SlidingWindow, State,
 };
 
 /// Calls measured per case, after warm-up.
@@ -98,6 +98,48 @@ fn closed_call_allocates_nothing_on_every_clock() {
         // The permit form of the same path.
         let info = steady_state(|| b.acquire().unwrap().success());
         assert_no_alloc(&format!("closed acquire + success ({clock} clock)"), info);
+    }
+}
+
+#[test]
+fn mixed_traffic_allocates_nothing_in_either_window() {
+    // Issue 22: 1% and 10% failures (one call in 100 or in 10, never tripping at 0.5) through
+    // a count window of 100 and a 60 s time window: successes on the lock-free lanes, each
+    // failure folding them in under the lock, the failure's error repeating (R11.3).
+    for (window, sliding) in [
+        ("count(100)", SlidingWindow::count(100)),
+        ("time(60 s)", SlidingWindow::time(Duration::from_secs(60))),
+    ] {
+        for period in [100u32, 10] {
+            let config = Config::builder().sliding_window(sliding).build().unwrap();
+            for (clock, b) in [
+                ("coarse", breaker(config.clone(), CoarseClock)),
+                ("monotonic", breaker(config.clone(), MonotonicClock)),
+            ] {
+                let mut n = 0u32;
+                let info = steady_state(|| {
+                    n += 1;
+                    if n % period == 0 {
+                        assert!(matches!(b.call(boom), Err(CallError::Inner(Boom))));
+                    } else {
+                        assert!(b.call(ok).is_ok());
+                    }
+                });
+                assert_no_alloc(
+                    &format!("{window}, one failure in {period} ({clock} clock)"),
+                    info,
+                );
+                assert_eq!(b.state(), State::Closed);
+                let snapshot = b.snapshot();
+                assert!(snapshot.failed_calls > 0, "{window}: {snapshot}");
+                assert_no_alloc(
+                    &format!("{window}: snapshot folding the lanes"),
+                    measure(|| {
+                        black_box(b.snapshot());
+                    }),
+                );
+            }
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
-use crate::{CircuitBreaker, Config, Event, ManualClock, SlidingWindow, State, Verdict};
+use crate::{CircuitBreaker, Clock, Config, Event, ManualClock, SlidingWindow, State, Verdict};
 
 /// Counts the listener's `StateChanged` events by (from, to).
 #[derive(Default)]
@@ -306,5 +306,180 @@ fn loom_abandonment_racing_the_late_settle() {
         assert_eq!(b.state(), closed);
         assert_eq!(changes.half_opens.load(Ordering::SeqCst), 1);
         assert_eq!(changes.other.load(Ordering::SeqCst), usize::from(counted));
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Success lanes (issue 22, `tally.rs`): breakers WITHOUT listeners, so that
+// a plain success may be counted in a lane without the lock. Trips are
+// counted through the generation and the state.
+
+/// A breaker without listeners (the success lanes are in use) on `clock`.
+fn quiet_less(config: Config, clock: &ManualClock) -> CircuitBreaker {
+    CircuitBreaker::builder("loom-tally")
+        .config(config)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn counted(window: SlidingWindow, minimum: u32, threshold: f64) -> Config {
+    Config::builder()
+        .sliding_window(window)
+        .minimum_number_of_calls(minimum)
+        .failure_rate_threshold(threshold)
+        .wait_duration_in_open(Duration::from_secs(3600))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn loom_tally_success_racing_a_failure_that_may_trip() {
+    // R5.1 / R7.1: a count window of 3 holding [S, F, S], the oldest S next
+    // to go. A success (on the lanes: the window holds a failure, so it is
+    // not quiet) races a failure. Success first: [F, S, s] then [S, s, f],
+    // 1 of 3, no trip. Failure first: [F, S, f], 2 of 3 >= 0.5, trip, and the
+    // success is stale (R8.8). Both orders are valid; nothing else is.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let b = quiet_less(counted(SlidingWindow::count(3), 3, 0.5), &clock);
+        b.acquire().unwrap().success();
+        b.acquire().unwrap().failure();
+        b.acquire().unwrap().success();
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_lane(1);
+            other.acquire().unwrap().failure();
+        });
+        permit.success();
+        t.join().unwrap();
+        let snap = b.snapshot();
+        match b.state() {
+            State::Open => {
+                assert_eq!(b.generation(), 1);
+                assert_eq!((snap.total_calls, snap.failed_calls), (3, 2));
+            }
+            State::Closed => {
+                assert_eq!(b.generation(), 0);
+                assert_eq!((snap.total_calls, snap.failed_calls), (3, 1));
+            }
+            other => panic!("unexpected {other}"),
+        }
+    });
+}
+
+#[test]
+fn loom_tally_success_is_evaluated_when_a_failure_removes_the_key() {
+    // R7.1: a time window holding one failure, gate 3, threshold 0.5. A
+    // second failure (2 calls, below the gate) makes the next success able
+    // to trip (2 of 3), so it removes the lanes' key. A success racing it
+    // either came first (counted on the lanes, folded before the failure:
+    // then the failure is the third call and trips) or after (then its own
+    // record trips, whether it took the lock or raced the re-key and was
+    // recorded late). One trip in every interleaving.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let window = SlidingWindow::time(Duration::from_secs(60));
+        let b = quiet_less(counted(window, 3, 0.5), &clock);
+        b.acquire().unwrap().failure();
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_lane(1);
+            other.acquire().unwrap().failure();
+        });
+        permit.success();
+        t.join().unwrap();
+        assert_eq!((b.state(), b.generation()), (State::Open, 1));
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (3, 2));
+    });
+}
+
+#[test]
+fn loom_tally_successes_on_two_lanes_and_a_failure_count_once() {
+    // R5.2 / R1.3: three threads, two successes on different lanes and a
+    // failure, in a time window that never trips: every call is in the
+    // window exactly once, whatever the order of adds and folds.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let window = SlidingWindow::time(Duration::from_secs(60));
+        let b = quiet_less(counted(window, 1, 1.0), &clock);
+        b.acquire().unwrap().success();
+        b.acquire().unwrap().failure();
+        let (p1, p2) = (b.acquire().unwrap(), b.acquire().unwrap());
+        let other = b.clone();
+        let s2 = thread::spawn(move || {
+            super::tally::set_lane(1);
+            p2.success();
+        });
+        let f = thread::spawn(move || other.acquire().unwrap().failure());
+        p1.success();
+        s2.join().unwrap();
+        f.join().unwrap();
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (5, 2));
+        assert_eq!((b.state(), b.generation()), (State::Closed, 0));
+    });
+}
+
+#[test]
+fn loom_tally_success_racing_a_snapshot_is_never_torn() {
+    // R5 / R1.3: a snapshot taken while a success is counted sees it or
+    // not, never half of it, and a later snapshot sees it exactly once.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let b = quiet_less(counted(SlidingWindow::count(10), 10, 0.5), &clock);
+        b.acquire().unwrap().failure();
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_lane(1);
+            other.snapshot()
+        });
+        permit.success();
+        let seen = t.join().unwrap();
+        assert_eq!(seen.failed_calls, 1);
+        assert!((1..=2).contains(&seen.total_calls), "{seen}");
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (2, 1));
+    });
+}
+
+#[test]
+fn loom_tally_success_racing_a_rollover() {
+    // R5.2: the lanes are keyed by the head second. A failure one second
+    // later moves the window (a rollover) while a success settles. The
+    // success is counted once, and in the second it read or a later one
+    // (never an earlier one: a success that read the new second is in it).
+    loom::model(|| {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_millis(500));
+        let window = SlidingWindow::time(Duration::from_secs(2));
+        let b = quiet_less(counted(window, 1, 1.0), &clock);
+        b.acquire().unwrap().success(); // head second 0
+        b.acquire().unwrap().failure(); // keeps the key (no trip at 1.0)
+        let permit = b.acquire().unwrap();
+        let (other, tick) = (b.clone(), clock.clone());
+        let t = thread::spawn(move || {
+            super::tally::set_lane(1);
+            tick.advance(Duration::from_secs(1)); // t = 1.5 s
+            other.acquire().unwrap().failure();
+        });
+        let read_late = clock.now() >= crate::Timestamp::from_nanos(1_500_000_000);
+        permit.success();
+        t.join().unwrap();
+        let snap = b.snapshot(); // t = 1.5 s: seconds 0 and 1
+        assert_eq!((snap.total_calls, snap.failed_calls), (4, 2));
+        clock.advance(Duration::from_millis(500)); // t = 2.0 s: second 1 only
+        let snap = b.snapshot();
+        assert_eq!(snap.failed_calls, 1);
+        if read_late {
+            assert_eq!(snap.total_calls, 2, "a success of second 1 is in it");
+        } else {
+            assert!((1..=2).contains(&snap.total_calls), "{snap}");
+        }
+        assert_eq!(b.state(), State::Closed);
     });
 }

@@ -7,6 +7,7 @@ mod coordinated;
 pub(crate) mod coordinator;
 mod permit;
 mod shared_view;
+mod tally;
 pub(crate) mod timer;
 mod usage;
 
@@ -34,7 +35,7 @@ use crate::error::{CallError, CircuitOpenError, NO_ESTIMATE, estimate_nanos};
 use crate::event::{Event, EventListener, emit};
 use crate::failure::{CallErrorOf, Failure, find_rejection};
 use crate::identity::{Identity, LastFailure};
-use crate::machine::{Admission, Machine, ProbeCounters, Transition};
+use crate::machine::{Admission, Machine, ProbeCounters, TallyKey, Transition};
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
 use crate::state::{Outcome, State};
 use crate::store::SharedState;
@@ -103,6 +104,9 @@ pub(crate) struct Core {
     /// When the effective state last changed (or the breaker was built), on
     /// the breaker's clock: written only on transitions, which hold the lock.
     pub(crate) since: Timestamp,
+    /// The key the success lanes are tagged with (`None`: they are not
+    /// valid), see `tally.rs`.
+    tally_key: Option<TallyKey>,
 }
 
 /// A coordinated breaker's view of the storage (R15, R17.6).
@@ -146,6 +150,9 @@ pub(crate) struct Inner {
     status: AtomicU64,
     /// The local OPEN period's deadline (nanoseconds).
     open_until: AtomicU64,
+    /// Plain successes counted without the lock, folded into the machine
+    /// whenever the lock is taken (`tally.rs`).
+    tally: tally::Tally,
     core: Mutex<Core>,
     config: Config,
     clock: ClockHandle,
@@ -264,6 +271,16 @@ impl Ticket {
     #[inline]
     fn quiet_in(self, status: u64) -> bool {
         (status ^ self.tag) & !(PROBE_TAG | 2) == 0
+    }
+
+    /// Whether a success of this ticket may be offered to the success
+    /// lanes: `status` is of this ticket's generation, no shared view is in
+    /// charge and the ticket is not leased (the quiet bit aside, as in
+    /// [`quiet_in`](Self::quiet_in)). The lanes' own tag says whether the
+    /// machine allows it.
+    #[inline]
+    fn tally_in(self, status: u64) -> bool {
+        (status ^ self.tag) & !(PROBE_TAG | 2 | QUIET_BIT) == 0
     }
 
     /// Admitted as a HALF_OPEN probe.
@@ -394,13 +411,21 @@ impl Inner {
     }
 
     /// Runs `op` under the lock, republishes, and reports what changed.
+    ///
+    /// The success lanes are folded into the machine first and re-keyed
+    /// after `op` (see `tally.rs` for why that is exact).
     pub(crate) fn change<R>(
         &self,
         op: impl FnOnce(&mut Core) -> (R, Option<Transition>),
     ) -> (R, Effects) {
         let mut core = self.core();
+        if core.tally_key.is_some() {
+            let pending = self.tally.collect();
+            core.machine.absorb_successes(pending);
+        }
         let before = core.effective().0;
         let (r, local) = op(&mut core);
+        let local = self.rekey(&mut core, local);
         let after = core.effective().0;
         if before != after {
             core.since = self.clock.now();
@@ -413,6 +438,51 @@ impl Inner {
             open_wait: core.machine.open_wait(),
         };
         (r, effects)
+    }
+
+    /// Under the lock, after a change: tags the success lanes with the
+    /// machine's key if it moved. Successes added to the old key since the
+    /// fold raced the change and are ordered right after it: dropped if
+    /// stale (R8.8), otherwise recorded one by one with their trip
+    /// evaluation, as a locked success would be; a trip they cause is
+    /// returned with `local` (which is `None` whenever they can count: a
+    /// transition moves the generation).
+    fn rekey(&self, core: &mut Core, mut local: Option<Transition>) -> Option<Transition> {
+        self.tally.flush_at(core.machine.successes_to_quiet());
+        let key = core.machine.tally_key();
+        if key == core.tally_key {
+            return local;
+        }
+        let late = self.tally.invalidate();
+        if let (Some(old), true) = (core.tally_key.take(), late > 0) {
+            self.record_late(core, old, late, &mut local);
+        }
+        let key = core.machine.tally_key();
+        if let Some(key) = key {
+            self.tally.validate(key);
+        }
+        core.tally_key = key;
+        local
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_late(
+        &self,
+        core: &mut Core,
+        old: TallyKey,
+        late: u64,
+        local: &mut Option<Transition>,
+    ) {
+        let now = self.clock.now();
+        let admission = Admission {
+            generation: old.generation,
+            probe: false,
+        };
+        for _ in 0..late {
+            let t = core.machine.record(now, admission, Outcome::Success, false);
+            *local = local.or(t);
+        }
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -605,6 +675,10 @@ impl Inner {
             // See `settle_at` for why skipping the lock is linearizable.
             let status = self.status.load(Ordering::Acquire);
             if ticket.quiet_in(status) {
+                return;
+            }
+            // Otherwise a success lane, if the machine allows it (`tally.rs`).
+            if ticket.tally_in(status) && self.tally.try_add(ticket.generation(), end) {
                 return;
             }
         }
@@ -986,10 +1060,20 @@ impl<M: Mode> CircuitBreaker<M> {
         let slow_nanos = duration_to_nanos(config.slow_call_duration_threshold());
         let clock = clock.resolve(config.slow_call_duration_threshold());
         let created_at = clock.now();
+        let tally = tally::Tally::new(matches!(
+            config.sliding_window,
+            crate::SlidingWindow::Time(_)
+        ));
+        tally.flush_at(machine.successes_to_quiet());
+        let tally_key = machine.tally_key();
+        if let Some(key) = tally_key {
+            tally.validate(key);
+        }
         let core = Core {
             machine,
             shared: lane.as_ref().map(|_| SharedCell::default()),
             since: created_at,
+            tally_key,
         };
         let status = AtomicU64::new(pack(&core));
         let open_until = AtomicU64::new(lock_free_deadline(&core));
@@ -1007,6 +1091,7 @@ impl<M: Mode> CircuitBreaker<M> {
             identity: Identity::register(&name),
             status,
             open_until,
+            tally,
             core: Mutex::new(core),
             config,
             clock,
@@ -1110,7 +1195,11 @@ impl<M: Mode> CircuitBreaker<M> {
     #[must_use]
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.clock.now();
-        self.inner.core().machine.snapshot(now)
+        // Through `change`: the success lanes are folded in first, and a
+        // time window that moved re-keys them.
+        let (snapshot, effects) = self.inner.change(|core| (core.machine.snapshot(now), None));
+        self.inner.after(effects);
+        snapshot
     }
 
     /// The probe accounting of the local HALF_OPEN round (leased probes of a

@@ -1293,3 +1293,155 @@ fn an_open_wait_of_centuries_still_gives_an_estimate() {
     assert_eq!(open.state(), State::Open);
     assert!(open.retry_after().unwrap() > Duration::from_secs(500 * 365 * 86_400));
 }
+
+/// A breaker on a manual clock without listeners: plain successes may use
+/// the success lanes (`tally.rs`).
+fn make_quiet(config: ConfigBuilder) -> (CircuitBreaker, ManualClock) {
+    let clock = ManualClock::new();
+    let breaker = CircuitBreaker::builder("svc")
+        .config(config.build().unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (breaker, clock)
+}
+
+fn permit_success(p: crate::Permit) {
+    p.success();
+}
+
+#[test]
+fn r5_1_a_success_settles_on_the_lanes_with_a_failure_in_the_count_window() {
+    // Issue 22: a full count window of 8 holding one failure (1 of 8, below
+    // 0.25): a success changes the window (it moves the failure towards the
+    // exit), but no run of successes can trip, so it settles without the
+    // lock; the next locked step folds it in first.
+    let (b, _) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::count(8))
+            .minimum_number_of_calls(8)
+            .failure_rate_threshold(0.25),
+    );
+    for _ in 0..4 {
+        ok(&b).unwrap();
+    }
+    let _ = fail(&b);
+    for _ in 0..3 {
+        ok(&b).unwrap();
+    }
+    // [s s s s F s s s]: folded by the snapshot.
+    assert_eq!(b.snapshot().failed_calls, 1);
+    for _ in 0..2 {
+        assert!(settles_while_locked(
+            &b,
+            b.acquire().unwrap(),
+            permit_success,
+            SHOULD
+        ));
+    }
+    // [s s F s s s s s] with the two successes folded in: the failure is
+    // now the oldest but two. Two more on the lanes, then a failure: folded
+    // first, they make the old failure the oldest, and the new one evicts
+    // it (1 of 8). Without the fold it would evict a success: 2 of 8 >=
+    // 0.25, a trip (R7.1).
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 8,
+            failed_calls: 1,
+            slow_calls: 0
+        }
+    );
+    // Eight successes push the new failure out: the eighth takes the lock
+    // and folds the lanes (exactly enough to leave the window clean), and
+    // the window is quiet again.
+    for _ in 0..8 {
+        ok(&b).unwrap();
+    }
+    assert!(b.inner.core().machine.success_is_noop(), "quiet again");
+    assert_eq!(b.snapshot().failed_calls, 0);
+}
+
+#[test]
+fn r7_1_a_success_that_could_trip_takes_the_lock() {
+    // Gate 4 in a window of 10 holding 2 failures of 2: the next two
+    // successes reach the gate at 2 of 4 >= 0.5, so a success may trip and
+    // must be evaluated: it takes the lock (and the fourth call trips).
+    let (b, _) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::count(10))
+            .minimum_number_of_calls(4),
+    );
+    let _ = fail(&b);
+    let _ = fail(&b);
+    assert!(!settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        permit_success,
+        CANNOT
+    ));
+    assert_eq!(b.state(), State::Closed, "3 calls, below the gate");
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Open, "2 of 4 at the gate");
+}
+
+#[test]
+fn r5_2_a_success_of_the_head_second_settles_on_the_lanes_a_new_second_takes_the_lock() {
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(2)))
+            .minimum_number_of_calls(1)
+            .failure_rate_threshold(1.0),
+    );
+    ok(&b).unwrap();
+    let _ = fail(&b);
+    assert!(settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        permit_success,
+        SHOULD
+    ));
+    // A success read one second later moves the window: locked (R5.2).
+    let permit = b.acquire().unwrap();
+    clock.advance(secs(1.0));
+    assert!(!settles_while_locked(&b, permit, permit_success, CANNOT));
+    assert_eq!(b.snapshot().total_calls, 4);
+    // Then the new second's successes are on the lanes again.
+    assert!(settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        permit_success,
+        SHOULD
+    ));
+    clock.advance(secs(1.0));
+    // Second 0 has left the window: the failure and two successes with it.
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 2,
+            failed_calls: 0,
+            slow_calls: 0
+        }
+    );
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r4_3_a_slow_success_never_takes_the_lanes() {
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(10)))
+            .slow_call_duration_threshold(secs(1.0))
+            .slow_call_rate_threshold(1.0)
+            .minimum_number_of_calls(1),
+    );
+    ok(&b).unwrap();
+    let permit = b.acquire().unwrap();
+    clock.advance(secs(1.0));
+    assert!(!settles_while_locked(&b, permit, permit_success, CANNOT));
+    assert_eq!(b.snapshot().slow_calls, 1);
+}

@@ -4,6 +4,13 @@
 //! [`CircuitBreaker`] and against the independent model in `reference.rs`,
 //! compared after every step.
 //!
+//! Every case also drives a twin: the same breaker built WITHOUT a listener,
+//! on its own manual clock moved in step. Without listeners a plain success
+//! takes the lock-free paths (the quiet bit, and the success lanes of
+//! `breaker/tally.rs`, issue 22), which a listener turns off; the twin must
+//! match the model in everything but the events (R4–R8 on the lock-free
+//! path).
+//!
 //! `PROPTEST_CASES` sets the number of cases (default 10,000).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -285,6 +292,15 @@ struct Sut {
     breaker: CircuitBreaker,
     clock: ManualClock,
     held: Vec<Permit>,
+    /// The listener-less twin, its clock and its held permits.
+    twin: CircuitBreaker,
+    twin_clock: ManualClock,
+    twin_held: Vec<Permit>,
+    /// Steps so far: the twin's snapshot is compared every fourth step only,
+    /// since a snapshot folds the success lanes (so that, in between, the
+    /// successes counted there are folded by the failures, rollovers and
+    /// transitions that come, as in production).
+    steps: usize,
     events: Arc<Mutex<Vec<Ev>>>,
     reached_half_open: bool,
     count_trip: bool,
@@ -357,10 +373,21 @@ impl Sut {
             .listener(move |e: &Event<'_>| record_event(&sink, e))
             .build()
             .expect("valid breaker");
+        let twin_clock = ManualClock::new();
+        let twin = CircuitBreaker::builder("model-twin")
+            .config(config(p))
+            .clock(twin_clock.clone())
+            .initial_state(p.initial)
+            .build()
+            .expect("valid breaker");
         Sut {
             breaker,
             clock,
             held: Vec::new(),
+            twin,
+            twin_clock,
+            twin_held: Vec::new(),
+            steps: 0,
             events,
             reached_half_open: false,
             count_trip: p.trip != TripKind::Rate,
@@ -371,7 +398,11 @@ impl Sut {
 
     /// Admission, returning what the model calls it.
     fn acquire(&self) -> (Option<Permit>, Admit) {
-        match self.breaker.acquire() {
+        Self::acquire_on(&self.breaker)
+    }
+
+    fn acquire_on(breaker: &CircuitBreaker) -> (Option<Permit>, Admit) {
+        match breaker.acquire() {
             Ok(permit) => {
                 let probe = permit.is_probe();
                 (Some(permit), Admit::Admitted { probe })
@@ -394,6 +425,7 @@ impl Sut {
     }
 
     fn step(&mut self, op: &Op) -> Vec<Admit> {
+        self.steps += 1;
         let mut admits = Vec::new();
         match *op {
             Op::Call {
@@ -428,6 +460,45 @@ impl Sut {
         if self.breaker.state() == State::HalfOpen {
             self.reached_half_open = true;
         }
+        let twin_admits = self.step_twin(op);
+        assert_eq!(twin_admits, admits, "twin admission");
+        admits
+    }
+
+    /// The same step on the listener-less twin.
+    fn step_twin(&mut self, op: &Op) -> Vec<Admit> {
+        let mut admits = Vec::new();
+        let b = &self.twin;
+        match *op {
+            Op::Call {
+                verdict,
+                took,
+                error,
+            } => {
+                let (permit, admit) = Self::acquire_on(b);
+                admits.push(admit);
+                if let Some(permit) = permit {
+                    self.twin_clock.advance(took);
+                    Self::settle(permit, verdict, error);
+                }
+            }
+            Op::Acquire => {
+                let (permit, admit) = Self::acquire_on(b);
+                admits.push(admit);
+                self.twin_held.extend(permit);
+            }
+            Op::Settle {
+                slot,
+                verdict,
+                error,
+            } => Self::settle(self.twin_held.remove(slot), verdict, error),
+            Op::Drop { slot } => drop(self.twin_held.remove(slot)),
+            Op::Advance(d) => self.twin_clock.advance(d),
+            Op::ForceOpen => b.force_open(),
+            Op::Disable => b.disable(),
+            Op::MetricsOnly => b.metrics_only(),
+            Op::Reset => b.reset(),
+        }
         admits
     }
 
@@ -448,6 +519,20 @@ impl Sut {
             "last_failure"
         );
         assert_eq!(self.held.len(), model.held.len(), "held permits");
+        let twin = &self.twin;
+        assert_eq!(twin.state(), model.state, "twin state");
+        assert_eq!(twin.generation(), model.generation, "twin generation");
+        if self.steps % 4 == 0 {
+            assert_eq!(twin.snapshot(), model.snapshot(), "twin snapshot");
+        }
+        assert_eq!(twin.probes(), model.probes, "twin probe counters");
+        assert_eq!(twin.retry_after(), model.retry_after(), "twin retry_after");
+        assert_eq!(
+            twin.last_failure().map(|f| f.message().to_owned()),
+            model.last_failure,
+            "twin last_failure"
+        );
+        assert_eq!(self.twin_held.len(), model.held.len(), "twin held permits");
         for (permit, held) in self.held.iter().zip(&model.held) {
             assert_eq!(permit.is_probe(), held.probe, "held permit is a probe");
         }
