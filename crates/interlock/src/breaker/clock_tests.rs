@@ -121,7 +121,10 @@ fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
         b.call(|| {
             spin_until(MonotonicClock.now() + threshold);
             after = CoarseClock.now();
-            lag = MonotonicClock.now().as_nanos().saturating_sub(after.as_nanos());
+            lag = MonotonicClock
+                .now()
+                .as_nanos()
+                .saturating_sub(after.as_nanos());
             Ok::<_, std::io::Error>(())
         })
         .unwrap();
