@@ -2,6 +2,7 @@
 //! layer (the storage and pipeline events, which only the core can build,
 //! are covered in `src/logging.rs`); and `FanOut`'s panic isolation.
 
+#[cfg(feature = "tracing")]
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::clock::{COARSE_MIN_SLOW_THRESHOLD, ClockHandle};
+use crate::clock::{COARSE_MIN_SLOW_THRESHOLD, ClockHandle, duration_to_nanos};
 use crate::{
     CallError, CircuitBreaker, Clock, CoarseClock, Config, ManualClock, MonotonicClock,
     SlidingWindow, State,
@@ -111,30 +111,39 @@ fn r4_3_a_call_lasting_exactly_the_threshold_is_slow_on_the_coarse_clock() {
         .build()
         .unwrap();
     assert!(matches!(clock_of(&b), ClockHandle::Coarse));
-    let mut calls = 0;
+    let (mut calls, mut slow) = (0, 0);
     until_decisive(|| {
         let before = CoarseClock.now();
         // The last coarse reading before the breaker's own end reading (a
         // precise re-reading moves the coarse clock on, so a reading after
-        // the call would tell nothing).
-        let mut after = before;
+        // the call would tell nothing), and how far it lagged real time.
+        let (mut after, mut lag) = (before, 0);
         b.call(|| {
             spin_until(MonotonicClock.now() + threshold);
             after = CoarseClock.now();
+            lag = MonotonicClock
+                .now()
+                .as_nanos()
+                .saturating_sub(after.as_nanos());
             Ok::<_, std::io::Error>(())
         })
         .unwrap();
         calls += 1;
-        assert_eq!(
-            b.snapshot().slow_calls,
-            calls,
-            "a call of the threshold was not slow"
-        );
-        after - before < threshold
+        let now_slow = b.snapshot().slow_calls;
+        // The re-reading covers a coarse clock up to half the threshold
+        // behind (`refine_nanos`). A ticker starved for longer than that (a
+        // 2-core machine at load 12 did it) leaves the call measured short:
+        // such a round proves nothing either way, and is not counted.
+        let covered = lag < duration_to_nanos(threshold) / 2;
+        if covered {
+            assert_eq!(now_slow, slow + 1, "a call of the threshold was not slow");
+        }
+        slow = now_slow;
+        covered && after.as_nanos() - before.as_nanos() < duration_to_nanos(threshold)
     });
     // A quick call is not slow.
     b.call(|| Ok::<_, std::io::Error>(())).unwrap();
-    assert_eq!(b.snapshot().slow_calls, calls);
+    assert_eq!(b.snapshot().slow_calls, slow);
     assert_eq!(b.snapshot().total_calls, calls + 1);
 }
 

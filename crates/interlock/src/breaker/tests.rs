@@ -1239,11 +1239,19 @@ fn r15_8_overrides_and_a_local_reopen_write_no_shared_trip() {
 fn the_status_word_encodes_every_state_and_its_admission_in_one_bit() {
     for s in State::ALL {
         assert_eq!(State::from_bits(s.to_bits()), s);
-        assert_eq!(super::admits_all(s.to_bits()), s.admits_all(), "{s:?}");
+        assert_eq!(
+            super::admission::admits_all(s.to_bits()),
+            s.admits_all(),
+            "{s:?}"
+        );
         // The generation and flags above the state bits change nothing.
         let status = (7 << super::STATUS_SHIFT) | super::QUIET_BIT | s.to_bits();
         assert_eq!(State::from_bits(status), s);
-        assert_eq!(super::admits_all(status), s.admits_all(), "{s:?}");
+        assert_eq!(
+            super::admission::admits_all(status),
+            s.admits_all(),
+            "{s:?}"
+        );
     }
 }
 

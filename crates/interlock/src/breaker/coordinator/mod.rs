@@ -14,11 +14,14 @@ mod handle;
 mod operator;
 mod worker;
 
+#[cfg(feature = "tokio")]
 use backend::isolated;
 pub(crate) use backend::{Backend, DynAsyncStorage, guarded, guarded_async};
 use batch::Batch;
 pub use handle::Coordinator;
-use worker::{run_async, run_blocking};
+#[cfg(feature = "tokio")]
+use worker::run_async;
+use worker::run_blocking;
 
 use std::collections::VecDeque;
 use std::fmt;

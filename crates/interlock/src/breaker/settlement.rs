@@ -1,0 +1,288 @@
+//! Settlement: measuring a call, classifying its result and handing the
+//! outcome to the machine, panic-safe (R4, R8.8).
+
+use super::*;
+
+/// The last failure's message when the error's `Display` panicked while
+/// the breaker recorded it (the panic then continues to the caller).
+pub(crate) const DISPLAY_PANICKED: &str = "<the error's Display panicked>";
+
+/// Hands a probe slot back if settlement unwinds before the machine has the
+/// outcome (user code such as a custom clock panicked); disarmed with
+/// `mem::forget` once recorded.
+pub(super) struct Unrecorded<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) ticket: Ticket,
+}
+
+impl Drop for Unrecorded<'_> {
+    fn drop(&mut self) {
+        self.inner.release(self.ticket);
+    }
+}
+
+/// Releases an unsettled call's slot if dropped (cancellation, panic).
+pub(super) struct Guard<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) ticket: Ticket,
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.inner.release(self.ticket);
+    }
+}
+
+impl Guard<'_> {
+    #[inline]
+    pub(super) fn settle(
+        self,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.inner.settle(this.ticket, verdict, error, type_name);
+    }
+
+    /// Settles a default-classified call; an error that carries another
+    /// breaker's rejection is ignored (the guard is dropped: nothing is
+    /// recorded, a probe slot goes back).
+    #[inline]
+    pub(super) fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
+        match result {
+            Ok(_) => self.settle(Verdict::Success, None, ""),
+            Err(e) => {
+                if let Some(verdict) = self.inner.classify_error(e.as_error()) {
+                    self.settle(verdict, Some(e), std::any::type_name::<E>());
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn error_display<T, E: fmt::Display>(
+    result: &Result<T, E>,
+) -> Option<&dyn fmt::Display> {
+    result.as_ref().err().map(|e| e as &dyn fmt::Display)
+}
+
+impl Inner {
+    /// Records a settled call (R4), then reports it (R13.4: the call, then
+    /// any transition it caused), then queues shared writes (R15.4).
+    #[inline]
+    pub(super) fn settle(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
+        if verdict == Verdict::Success {
+            self.settle_success(ticket);
+        } else {
+            self.settle_at(ticket, self.clock.now(), verdict, error, type_name);
+        }
+    }
+
+    /// Settles a success. The common case, a call that was not slow in a
+    /// breaker whose machine said a success changes nothing (QUIET_BIT),
+    /// with no listener to tell, returns after one clock read and one load:
+    /// no lock and no shared write.
+    #[inline]
+    pub(super) fn settle_success(&self, ticket: Ticket) {
+        let end = self.clock.now_unmarked();
+        // Wrapping: a clock that went backwards gives a huge duration, which
+        // takes the general path (and its saturating arithmetic).
+        let elapsed_nanos = end.as_nanos().wrapping_sub(ticket.start.as_nanos());
+        if elapsed_nanos < self.quiet_below_nanos {
+            // See `settle_at` for why skipping the lock is linearizable.
+            let status = self.status.load(Ordering::Acquire);
+            if ticket.quiet_in(status) {
+                return;
+            }
+            // Otherwise a success lane, if the machine allows it (`tally.rs`).
+            if ticket.tally_in(status) && self.tally.try_add(ticket.generation(), end) {
+                return;
+            }
+        }
+        self.settle_at(ticket, end, Verdict::Success, None, "");
+    }
+
+    /// The call's end and duration in nanoseconds. On `CoarseClock` a call
+    /// within a factor two below the slow threshold is measured again to a
+    /// precise end, so a tick of lag never hides a slow call (R4.3).
+    pub(super) fn measure(&self, start: Timestamp, end: Timestamp) -> (Timestamp, u64) {
+        let elapsed = end.as_nanos().saturating_sub(start.as_nanos());
+        if (self.refine_nanos..self.slow_nanos).contains(&elapsed) {
+            let end = self.clock.now_fresh();
+            (end, end.as_nanos().saturating_sub(start.as_nanos()))
+        } else {
+            (end, elapsed)
+        }
+    }
+
+    /// The general settlement, after the call ended at `end`.
+    ///
+    /// Panic-safe: user code that runs here (the error's `Display`, a
+    /// custom clock) never leaks a probe slot. A panicking `Display` is
+    /// caught, the call settles as classified (its last failure reads
+    /// [`DISPLAY_PANICKED`]), listeners hear of it, and the panic then
+    /// continues to the caller; any other unwind before the machine has the
+    /// outcome hands the slot back, as a cancelled call does (R4.5).
+    pub(super) fn settle_at(
+        &self,
+        ticket: Ticket,
+        end: Timestamp,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
+        let unrecorded = Unrecorded {
+            inner: self,
+            ticket,
+        };
+        let (end, elapsed_nanos) = self.measure(ticket.start, end);
+        let slow = elapsed_nanos >= self.slow_nanos;
+        let outcome = Outcome::from_flags(verdict.is_failure(), slow);
+        let panicked = match (error, verdict.is_failure()) {
+            (Some(err), true) => self.remember_failure(err, type_name),
+            _ => None,
+        };
+        let status = self.status.load(Ordering::Acquire);
+        let current = status >> STATUS_SHIFT == ticket.generation();
+        // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
+        // machine: skip the lock. So does a plain success while the machine
+        // of this generation has said that one changes nothing (QUIET_BIT).
+        //
+        // Why skipping is linearizable: the machine decides the bit, under
+        // the lock, from its own state, and every change of that state
+        // republishes it (with the generation, in the same word) before the
+        // lock is released. The skipped success takes effect at the load
+        // above. Any record that makes successes count again (a failure, a
+        // slow call, a transition) either had published its word before
+        // that load (then this load sees the bit cleared or the generation
+        // moved, and takes the lock), or had not: then it is still in
+        // progress, and the success is ordered before it, at a point where
+        // recording it changed nothing. A concurrent failure that trips may
+        // therefore be ordered after the skipped success, exactly as if the
+        // success had won the lock first; the window it finds is the same.
+        let quiet = status & QUIET_BIT != 0 && outcome == Outcome::Success;
+        let effects = (current && !quiet && State::from_bits(status) != State::Disabled)
+            .then(|| self.record(ticket, end, outcome, verdict == Verdict::Inconclusive));
+        // Recorded (or nothing to record): the slot is the machine's again.
+        std::mem::forget(unrecorded);
+        if !self.listeners.is_empty() {
+            let duration = Duration::from_nanos(elapsed_nanos);
+            emit(
+                &self.listeners,
+                &Event::call_recorded(self.name(), outcome, duration),
+            );
+        }
+        // R9.6: a leased probe's verdict always counts in the storage, and
+        // R15.4: it is queued before the local trip it causes, as in 2.8.2
+        // (queued after, the trip would end the shared round first and the
+        // probe would never be tallied).
+        let probe = ticket.leased().then_some(Write::Probe(outcome));
+        match effects {
+            Some(effects) => self.after_settled(effects, probe),
+            None => {
+                if let Some(probe) = probe {
+                    self.enqueue(probe);
+                }
+            }
+        }
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
+        }
+    }
+
+    /// The locked part of [`settle`](Self::settle): the machine records the
+    /// outcome.
+    pub(super) fn record(
+        &self,
+        ticket: Ticket,
+        end: Timestamp,
+        outcome: Outcome,
+        inconclusive: bool,
+    ) -> Effects {
+        let inconclusive = inconclusive && !ticket.leased();
+        let ((), effects) = self.change(|core| {
+            // D2: a leased probe never touches local probe accounting.
+            if ticket.leased() && core.machine.state() == State::HalfOpen {
+                return ((), None);
+            }
+            (
+                (),
+                core.machine
+                    .record(end, ticket.admission(), outcome, inconclusive),
+            )
+        });
+        effects
+    }
+
+    /// Hands back a cancelled call's probe slot (R4.5, R8.9). A leased probe
+    /// is never handed back (there is no un-lease, R15.4).
+    pub(super) fn release(&self, ticket: Ticket) {
+        if ticket.probe() && !ticket.leased() {
+            self.core().machine.release(ticket.admission());
+        }
+    }
+
+    /// Keeps `err` as the last failure (R11.3). The error's `Display` is
+    /// user code: if it panics, the message is [`DISPLAY_PANICKED`] and the
+    /// panic is returned, for the caller to resume once the call is settled.
+    pub(super) fn remember_failure(
+        &self,
+        err: &dyn fmt::Display,
+        type_name: &'static str,
+    ) -> Option<Box<dyn Any + Send>> {
+        thread_local! {
+            static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        let mut panicked = None;
+        let mut show = |buf: &mut String| {
+            buf.clear();
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| write!(buf, "{err}"))) {
+                buf.clear();
+                buf.push_str(DISPLAY_PANICKED);
+                panicked = Some(payload);
+            }
+        };
+        // The same error repeating keeps its record: no allocation per
+        // failure during an outage.
+        let store = |message: &str| self.identity.record_failure(type_name, message);
+        let reused = SCRATCH.with(|scratch| {
+            let Ok(mut buf) = scratch.try_borrow_mut() else {
+                return false;
+            };
+            show(&mut buf);
+            store(&buf);
+            if buf.capacity() > 4096 {
+                *buf = String::new();
+            }
+            true
+        });
+        if !reused {
+            let mut message = String::new();
+            show(&mut message);
+            store(&message);
+        }
+        panicked
+    }
+
+    /// The verdict on a call that failed with `err`, through the breaker's
+    /// classifier; `None` (ignore the call) if `err` carries a circuit-open
+    /// rejection: another breaker refused the call, which says nothing about
+    /// this breaker's dependency.
+    #[cold]
+    pub(super) fn classify_error(&self, err: &(dyn Error + 'static)) -> Option<Verdict> {
+        if find_rejection(err).is_some() {
+            return None;
+        }
+        Some(match &self.classifier {
+            Some(c) => c.classify(err),
+            None => Verdict::Failure,
+        })
+    }
+}
