@@ -82,6 +82,10 @@ fn an_expired_breaker_is_forgotten_and_a_new_one_starts_from_its_initial_state()
 /// Through a real exporter: with `idle_timeout`, the forgotten breaker's
 /// series leave the Prometheus text while a busy breaker's stay.
 #[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the exporter's idle timeout runs on real time (its own clock): polled with a deadline"
+)]
 fn prometheus_stops_exporting_a_removed_breaker_after_its_idle_timeout() {
     let recorder = PrometheusBuilder::new()
         .idle_timeout(MetricKindMask::ALL, Some(Duration::from_millis(300)))

@@ -80,7 +80,7 @@ async fn removed_and_expired_breakers_leave_the_page() {
         &browser,
         "the removed breaker's row gone",
         24,
-        &[removed.clone()],
+        std::slice::from_ref(&removed),
     )
     .await;
     expected.retain(|n| *n != removed);
