@@ -42,6 +42,8 @@
 //! reads exactly those). The full read is probed with a tenth of the
 //! polls.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line tool
+// A measurement on a real server in real time: wall time and sleeps are its job.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::HashMap;
 use std::net::TcpListener;
