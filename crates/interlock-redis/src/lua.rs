@@ -347,13 +347,12 @@ if since and tonumber(ARGV[4]) - 1000 >= now_ms - EXPIRY_RETAIN_MS then
   -- One lookup: the cursor's own entry first (same epoch, same server
   -- time: the same history), then every write since, the last being the
   -- storage's epoch.
-  local r = redis.call('ZRANGEBYSCORE', index_key, since, '+inf', 'WITHSCORES', 'LIMIT', 0,
-    max + 2)
-  if r[1] and tonumber(r[2]) == since and string.match(r[1], '^%d+:(%d+):') == ARGV[3]
-      and #r <= 2 * (max + 1) then
+  local r = redis.call('ZRANGEBYSCORE', index_key, since, '+inf', 'LIMIT', 0, max + 2)
+  local own = ARGV[2] .. ':' .. ARGV[3] .. ':'
+  if r[1] and string.sub(r[1], 1, #own) == own and #r <= max + 1 then
     logged = r
-    epoch = tonumber(r[#r])
-    mark = string.match(r[#r - 1], '^%d+:(%d+):') or '0'
+    local e, m = string.match(r[#r], '^(%d+):(%d+):')
+    epoch, mark = tonumber(e), m
   end
 end
 if not logged then
@@ -377,7 +376,7 @@ if logged then
       keys[#keys + 1] = key
     end
   end
-  for i = 3, #logged, 2 do
+  for i = 2, #logged do
     add(string.match(logged[i], '^%d+:%d+:(.*)$'))
   end
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', expiry_key,

@@ -128,7 +128,9 @@ struct Switches {
 /// [`fail_next(n)`](Self::fail_next) calls, every operation returns an
 /// [`InjectedFailure`] without reaching the inner storage (so nothing is
 /// written). Clones share the switches and counters; it implements each
-/// storage trait its inner storage implements.
+/// storage trait its inner storage implements. It keeps no change index
+/// (R16.15): `poll_many` and `poll_changes` are the traits' defaults, so a
+/// poll is one gated call per breaker and reads everything.
 ///
 /// ```
 /// use interlock::storage::testing::FlakyStorage;
