@@ -216,10 +216,7 @@ fn client(layer: &GrpcCircuitBreakerLayer, channel: Channel) -> tonic::client::G
 }
 
 async fn call(client: &mut tonic::client::Grpc<Guarded>, code: Code) -> Result<Bytes, Status> {
-    client
-        .ready()
-        .await
-        .map_err(Status::from_error)?;
+    client.ready().await.map_err(Status::from_error)?;
     let request = tonic::Request::new(Bytes::from((code as i32).to_string()));
     let path = http::uri::PathAndQuery::from_static("/test.Echo/Call");
     client
@@ -233,10 +230,7 @@ async fn stream(
     client: &mut tonic::client::Grpc<Guarded>,
     code: Code,
 ) -> Result<Vec<Bytes>, Status> {
-    client
-        .ready()
-        .await
-        .map_err(Status::from_error)?;
+    client.ready().await.map_err(Status::from_error)?;
     let request = tonic::Request::new(Bytes::from((code as i32).to_string()));
     let path = http::uri::PathAndQuery::from_static("/test.Echo/Stream");
     let mut messages = client

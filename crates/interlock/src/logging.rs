@@ -284,9 +284,10 @@ mod tests {
     fn log(events: &[Event<'_>]) -> Vec<Record> {
         let capture = Capture::default();
         let subscriber = tracing_subscriber::registry().with(capture.clone());
+        let listener = LoggingEventListener::new();
         tracing::subscriber::with_default(subscriber, || {
             for event in events {
-                LoggingEventListener.on_event(event);
+                listener.on_event(event);
             }
         });
         capture.0.lock().expect("capture lock").clone()
