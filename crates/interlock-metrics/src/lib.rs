@@ -336,7 +336,7 @@ impl MetricsEventListener {
     ///
     /// let listener = Arc::new(MetricsEventListener::new());
     /// let registry = Registry::builder().listener(listener.clone()).build()?;
-    /// registry.get("search");
+    /// let _ = registry.get("search");
     /// listener.sample(&registry); // e.g. in the scrape handler
     /// # Ok::<(), interlock::ConfigError>(())
     /// ```

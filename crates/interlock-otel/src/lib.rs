@@ -373,7 +373,7 @@ impl OtelEventListener {
     ///
     /// let listener = Arc::new(OtelEventListener::new());
     /// let registry = Registry::builder().listener(listener.clone()).build()?;
-    /// registry.get("search");
+    /// let _ = registry.get("search");
     /// listener.sample(&registry);
     /// # Ok::<(), interlock::ConfigError>(())
     /// ```
