@@ -1,4 +1,4 @@
-//! [`LoggingEventListener`]: every event as a structured `tracing` record.
+//! [`LoggingEventListener`](struct@LoggingEventListener): every event as a structured `tracing` record.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,7 +77,7 @@ pub struct LoggingEventListener {
     periods: Mutex<BTreeMap<String, u64>>,
 }
 
-/// A fresh [`LoggingEventListener`] (the type's constant: each use is a new
+/// A fresh [`LoggingEventListener`](struct@LoggingEventListener) (the type's constant: each use is a new
 /// listener with its own counts).
 #[allow(
     non_upper_case_globals,

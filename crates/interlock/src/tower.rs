@@ -15,7 +15,7 @@
 //!   ([`classify_response`](CircuitBreakerLayer::classify_response)):
 //!   hyper's client, for one, answers a 500 with `Ok`, so give it
 //!   `http::HttpStatusClassifier` (feature `http`) or a closure returning a
-//!   [`Verdict`](crate::Verdict).
+//!   [`Verdict`].
 //! - Dropping the response future cancels the call: its probe slot, if
 //!   any, is handed back and nothing is recorded.
 //! - Errors are a [`BoxError`] that downcasts to [`CircuitOpenError`] for a
