@@ -9,8 +9,13 @@
 //! content-type: application/json
 //! retry-after: 30
 //!
-//! {"detail":"Circuit 'orders-db' is open"}
+//! {"detail":"Service temporarily unavailable"}
 //! ```
+//!
+//! The body names no breaker or host (they are internal); a
+//! [`RejectionResponse`] sets your own text, headers or body, or opts in to
+//! the name (`{"detail":"Circuit 'orders-db' is open"}`, as the Python
+//! original).
 //!
 //! `Retry-After` is the breaker's estimate rounded up to whole seconds, and
 //! is left out when there is none (a HALF_OPEN rejection, or after
@@ -20,6 +25,7 @@
 //! |-------------------|------------------------------------------------------------------|
 //! | [`CircuitOpen`]   | the error, a [`ResponseError`](actix_web::ResponseError); `From<CircuitOpenError>` |
 //! | [`GuardError<E>`] | a handler's error: `From<CallError<E>>`, so `?` works             |
+//! | [`RejectionResponse`] | the 503's body and extra headers, process-wide or per response |
 //! | [`Breaker<N>`]    | extractor: the breaker named `N::NAME` from the app's `web::Data<Registry>` |
 //!
 //! ```
@@ -86,4 +92,4 @@ mod extract;
 mod response;
 
 pub use extract::{Breaker, BreakerName};
-pub use response::{CircuitOpen, GuardError};
+pub use response::{CircuitOpen, DEFAULT_DETAIL, GuardError, InvalidHeader, RejectionResponse};

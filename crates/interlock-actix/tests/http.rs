@@ -15,7 +15,7 @@ use actix_web::dev::ServerHandle;
 use actix_web::http::StatusCode;
 use actix_web::{App, HttpServer, ResponseError, web};
 use interlock::{CircuitBreaker, Config, ManualClock, Registry, SlidingWindow, State};
-use interlock_actix::{Breaker, BreakerName, GuardError};
+use interlock_actix::{Breaker, BreakerName, GuardError, RejectionResponse};
 
 use support::get as http_get;
 
@@ -87,8 +87,15 @@ async fn failing_order(db: Breaker<OrdersDb>) -> Result<&'static str, GuardError
     call_dependency(&db, false).await
 }
 
-async fn nasty(registry: web::Data<Registry>) -> Result<&'static str, GuardError<Upstream>> {
-    call_dependency(&registry.get(NASTY), true).await
+/// Opts in to the breaker name in the body, for this one response.
+async fn nasty(registry: web::Data<Registry>) -> actix_web::HttpResponse {
+    match call_dependency(&registry.get(NASTY), true).await {
+        Err(GuardError::Rejected(open)) => {
+            open.response_with(&RejectionResponse::new().include_breaker_name())
+        }
+        Err(other) => actix_web::Error::from(other).error_response(),
+        Ok(body) => actix_web::HttpResponse::Ok().body(body),
+    }
 }
 
 /// Serves the app on a loopback port with one worker thread.
@@ -124,6 +131,21 @@ async fn served() -> (SocketAddr, ServerHandle, Registry, ManualClock) {
 fn assert_rejected(reply: &support::Reply, name: &str) {
     assert_eq!(reply.status, 503, "{reply:?}");
     assert_eq!(reply.header("content-type"), Some("application/json"));
+    // Issue 25: the default body names no breaker (often an internal host).
+    assert_eq!(
+        reply.json(),
+        serde_json::json!({ "detail": "Service temporarily unavailable" })
+    );
+    assert!(
+        !String::from_utf8_lossy(&reply.body).contains(name),
+        "{reply:?}"
+    );
+}
+
+/// The opt-in body of the Python original, naming the breaker.
+fn assert_rejected_by_name(reply: &support::Reply, name: &str) {
+    assert_eq!(reply.status, 503, "{reply:?}");
+    assert_eq!(reply.header("content-type"), Some("application/json"));
     assert_eq!(
         reply.json(),
         serde_json::json!({ "detail": format!("Circuit '{name}' is open") })
@@ -142,7 +164,10 @@ async fn open_breaker_answers_503_with_retry_after_and_json_detail() {
     let reply = http_get(addr, "/orders").await;
     assert_rejected(&reply, "orders-db");
     assert_eq!(reply.header("retry-after"), Some("30"));
-    assert_eq!(reply.body, br#"{"detail":"Circuit 'orders-db' is open"}"#);
+    assert_eq!(
+        reply.body,
+        br#"{"detail":"Service temporarily unavailable"}"#
+    );
     server.stop(true).await;
 }
 
@@ -205,7 +230,7 @@ async fn a_hostile_breaker_name_is_escaped_json() {
     let (addr, server, registry, _clock) = served().await;
     registry.get(NASTY).force_open();
     let reply = http_get(addr, "/nasty").await;
-    assert_rejected(&reply, NASTY);
+    assert_rejected_by_name(&reply, NASTY);
     let raw = String::from_utf8(reply.body).unwrap();
     assert!(raw.contains(r#"a\"b' \\ <script>"#), "{raw}");
     assert!(raw.contains(r"\n\u0007"), "{raw}");

@@ -9,8 +9,13 @@
 //! content-type: application/json
 //! retry-after: 30
 //!
-//! {"detail":"Circuit 'orders-db' is open"}
+//! {"detail":"Service temporarily unavailable"}
 //! ```
+//!
+//! The body names no breaker or host (they are internal); a
+//! [`RejectionResponse`] sets your own text, headers or body, or opts in to
+//! the name (`{"detail":"Circuit 'orders-db' is open"}`, as the Python
+//! original).
 //!
 //! `Retry-After` is the breaker's estimate rounded up to whole seconds, and
 //! is left out when there is none (a HALF_OPEN rejection, or after
@@ -19,6 +24,7 @@
 //! | item                     | use                                                          |
 //! |--------------------------|--------------------------------------------------------------|
 //! | [`CircuitOpen`]          | the response; `From<CircuitOpenError>`                        |
+//! | [`RejectionResponse`]    | the 503's body and extra headers, process-wide or per response |
 //! | [`GuardError<E>`]        | a handler's error: `From<CallError<E>>`, so `?` works         |
 //! | [`Breaker<N>`]           | extractor: the breaker named `N::NAME` from a shared [`Registry`](interlock::Registry) |
 //! | [`handle_error`]         | for `HandleErrorLayer` in front of a fallible tower service   |
@@ -78,7 +84,12 @@
 //!
 //! # Features
 //!
-//! None. The crate depends on `axum-core` and `http`, not on `axum`.
+//! - `reqwest-middleware`: `GuardError<E>: From<reqwest_middleware::Error>`,
+//!   so `?` on a client call answers 503 for a rejection anywhere in the
+//!   error's chain (behind `reqwest-retry` too). Needs Rust 1.88, as
+//!   reqwest.
+//!
+//! The crate depends on `axum-core` and `http`, not on `axum`.
 //!
 //! # Minimum supported Rust version
 //!
@@ -91,4 +102,6 @@ mod extract;
 mod response;
 
 pub use extract::{Breaker, BreakerName};
-pub use response::{CircuitOpen, GuardError, handle_error};
+pub use response::{
+    CircuitOpen, DEFAULT_DETAIL, GuardError, InvalidHeader, RejectionResponse, handle_error,
+};

@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{Request, StatusCode};
+use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::routing::get;
 use axum::{BoxError, Router, body::Body, error_handling::HandleErrorLayer};
 use interlock::{CircuitBreaker, Config, ManualClock, Registry, SlidingWindow, State as Circuit};
-use interlock_axum::{Breaker, BreakerName, GuardError, handle_error};
+use interlock_axum::{Breaker, BreakerName, GuardError, RejectionResponse, handle_error};
 use tower::{ServiceBuilder, service_fn};
 
 use support::get as http_get;
@@ -73,8 +74,14 @@ async fn failing_order(db: Breaker<OrdersDb>) -> Result<&'static str, GuardError
     call_dependency(&db, false).await
 }
 
-async fn nasty(State(registry): State<Registry>) -> Result<&'static str, GuardError<StatusCode>> {
-    call_dependency(&registry.get(NASTY), true).await
+/// Opts in to the breaker name in the body, for this one response.
+async fn nasty(State(registry): State<Registry>) -> Response {
+    match call_dependency(&registry.get(NASTY), true).await {
+        Err(GuardError::Rejected(open)) => {
+            open.into_response_with(&RejectionResponse::new().include_breaker_name())
+        }
+        other => other.into_response(),
+    }
 }
 
 /// A fallible tower service behind `HandleErrorLayer`: `fail` makes it
@@ -132,6 +139,21 @@ async fn served() -> (SocketAddr, Registry, ManualClock) {
 fn assert_rejected(reply: &support::Reply, name: &str) {
     assert_eq!(reply.status, 503, "{reply:?}");
     assert_eq!(reply.header("content-type"), Some("application/json"));
+    // Issue 25: the default body names no breaker (often an internal host).
+    assert_eq!(
+        reply.json(),
+        serde_json::json!({ "detail": "Service temporarily unavailable" })
+    );
+    assert!(
+        !String::from_utf8_lossy(&reply.body).contains(name),
+        "{reply:?}"
+    );
+}
+
+/// The opt-in body of the Python original, naming the breaker.
+fn assert_rejected_by_name(reply: &support::Reply, name: &str) {
+    assert_eq!(reply.status, 503, "{reply:?}");
+    assert_eq!(reply.header("content-type"), Some("application/json"));
     assert_eq!(
         reply.json(),
         serde_json::json!({ "detail": format!("Circuit '{name}' is open") })
@@ -150,7 +172,10 @@ async fn open_breaker_answers_503_with_retry_after_and_json_detail() {
     let reply = http_get(addr, "/orders").await;
     assert_rejected(&reply, "orders-db");
     assert_eq!(reply.header("retry-after"), Some("30"));
-    assert_eq!(reply.body, br#"{"detail":"Circuit 'orders-db' is open"}"#);
+    assert_eq!(
+        reply.body,
+        br#"{"detail":"Service temporarily unavailable"}"#
+    );
 }
 
 #[tokio::test]
@@ -213,7 +238,7 @@ async fn a_hostile_breaker_name_is_escaped_json() {
     let (addr, registry, _clock) = served().await;
     registry.get(NASTY).force_open();
     let reply = http_get(addr, "/nasty").await;
-    assert_rejected(&reply, NASTY);
+    assert_rejected_by_name(&reply, NASTY);
     let raw = String::from_utf8(reply.body).unwrap();
     assert!(raw.contains(r#"a\"b' \\ <script>"#), "{raw}");
     assert!(raw.contains(r"\n\u0007"), "{raw}");

@@ -82,6 +82,10 @@ pub mod web_frameworks {
     #![doc = include_str!("../../../docs/web-frameworks.md")]
 }
 
+pub mod llm_providers {
+    #![doc = include_str!("../../../docs/llm-providers.md")]
+}
+
 pub mod coordination {
     #![doc = include_str!("../../../docs/coordination.md")]
 }

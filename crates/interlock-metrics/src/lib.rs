@@ -46,7 +46,10 @@
 //! | `interlock_reset_total` | counter | `breaker` | every `reset()` |
 //! | `interlock_storage_events_total` | counter | `breaker`, `event`, `error` (only for `degraded`) | shared-storage outages, recoveries and dropped writes |
 //! | `interlock_pipeline_events_total` | counter | `name`, `event` | retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals, chaos injections |
-//! | `interlock_state` | gauge | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others |
+//! | `interlock_state` | gauge | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others; seeded with the state a breaker is built in |
+//! | `interlock_failure_rate`, `interlock_slow_call_rate` | gauge (0 to 1) | `breaker` | [`MetricsEventListener::sample`]: the sliding window's rates |
+//! | `interlock_buffered_calls` | gauge | `breaker` | `sample`: the calls in the sliding window |
+//! | `interlock_retry_after_seconds` | gauge (seconds) | `breaker` | `sample`: the wait left in OPEN; 0 once elapsed and in other states (alert on `> 0`) |
 //!
 //! The names are also constants in [`names`]. Label values:
 //!
@@ -55,7 +58,9 @@
 //! - `from`, `to`, `state`: `closed`, `open`, `half_open`, `forced_open`,
 //!   `disabled`, `metrics_only` ([`State::as_str`]);
 //! - `interlock_storage_events_total` `event`: `degraded`, `recovered`,
-//!   `write_dropped`; `error` is the storage error's `Display` text;
+//!   `write_dropped`; `error` is the storage error's *type* (a
+//!   `std::io::Error`'s kind, else the identifier its `Debug` form starts
+//!   with, else `Error`), never its message, so the label's values stay few;
 //! - `interlock_pipeline_events_total` `event`: `retry`,
 //!   `bulkhead_rejected`, `fallback`, `hedge`, `rate_limit_rejected`,
 //!   `fault_injected`, `latency_injected`, `outcome_injected`; `name` is
@@ -136,7 +141,8 @@ use std::error::Error;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use interlock::{Event, EventListener, Outcome, State};
+use interlock::mode::Mode;
+use interlock::{CircuitBreaker, Event, EventListener, Outcome, Registry, State};
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
 pub mod names {
@@ -160,6 +166,19 @@ pub mod names {
     pub const PIPELINE_EVENTS: &str = "interlock_pipeline_events_total";
     /// Gauge of the current state; labels `breaker`, `state`.
     pub const STATE: &str = "interlock_state";
+    /// Gauge of the failure rate over the sliding window (0 to 1), as of
+    /// the last [`sample`](crate::MetricsEventListener::sample); label
+    /// `breaker`.
+    pub const FAILURE_RATE: &str = "interlock_failure_rate";
+    /// Gauge of the slow-call rate over the sliding window (0 to 1);
+    /// label `breaker`.
+    pub const SLOW_CALL_RATE: &str = "interlock_slow_call_rate";
+    /// Gauge of the calls in the sliding window; label `breaker`.
+    pub const BUFFERED_CALLS: &str = "interlock_buffered_calls";
+    /// Gauge of the seconds until an OPEN breaker admits a probe: above 0
+    /// while it waits, 0 once the wait has elapsed and in every other
+    /// state; label `breaker`.
+    pub const RETRY_AFTER: &str = "interlock_retry_after_seconds";
 }
 
 /// Histogram buckets for [`names::CALL_DURATION`], in seconds (5 ms to
@@ -319,9 +338,59 @@ impl MetricsEventListener {
             .len()
     }
 
+    /// Sets the window gauges ([`names::FAILURE_RATE`],
+    /// [`names::SLOW_CALL_RATE`], [`names::BUFFERED_CALLS`]) and
+    /// [`names::RETRY_AFTER`] of every breaker in `registry` from its
+    /// current snapshot. Call it where the metrics are read (in the
+    /// `/metrics` handler, before rendering) or on a timer: the values are
+    /// those of the moment of the call.
+    ///
+    /// ```
+    /// use interlock::Registry;
+    /// use interlock_metrics::MetricsEventListener;
+    /// use std::sync::Arc;
+    ///
+    /// let listener = Arc::new(MetricsEventListener::new());
+    /// let registry = Registry::builder().listener(listener.clone()).build()?;
+    /// let _ = registry.get("search");
+    /// listener.sample(&registry); // e.g. in the scrape handler
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    pub fn sample<M: Mode>(&self, registry: &Registry<M>) {
+        for (_, breaker) in registry.items() {
+            self.sample_breaker(&breaker);
+        }
+    }
+
+    /// [`sample`](Self::sample) for one breaker.
+    pub fn sample_breaker<M: Mode>(&self, breaker: &CircuitBreaker<M>) {
+        // Registered at the first sample, so a listener that is never
+        // sampled exports only the event series.
+        let label = self.handles(breaker.name()).breaker.clone();
+        let snapshot = breaker.snapshot();
+        metrics::gauge!(names::FAILURE_RATE, "breaker" => label.clone())
+            .set(snapshot.failure_rate());
+        metrics::gauge!(names::SLOW_CALL_RATE, "breaker" => label.clone())
+            .set(snapshot.slow_call_rate());
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "a window holds far fewer than 2^52 calls"
+        )]
+        let buffered = snapshot.total_calls as f64;
+        metrics::gauge!(names::BUFFERED_CALLS, "breaker" => label.clone()).set(buffered);
+        let wait = breaker.retry_after().map_or(0.0, |d| d.as_secs_f64());
+        metrics::gauge!(names::RETRY_AFTER, "breaker" => label).set(wait);
+    }
+
     /// The breaker's handles, registered (and its state gauge seeded) at
-    /// its first event.
+    /// its creation or first event.
     fn handles(&self, breaker: &str) -> Arc<Handles> {
+        self.handles_seeded(breaker, self.initial_state)
+    }
+
+    /// The breaker's handles, the state gauge seeded with `seed` if they
+    /// are new.
+    fn handles_seeded(&self, breaker: &str, seed: State) -> Arc<Handles> {
         if let Some(handles) = self
             .breakers
             .read()
@@ -342,11 +411,7 @@ impl MetricsEventListener {
         for state in State::ALL {
             // Increment, never set: a state change delivered concurrently
             // by another thread may already have moved a unit.
-            let value = if state == self.initial_state {
-                1.0
-            } else {
-                0.0
-            };
+            let value = if state == seed { 1.0 } else { 0.0 };
             handles.state(state).increment(value);
         }
         breakers.insert(breaker.into(), handles.clone());
@@ -375,7 +440,7 @@ impl MetricsEventListener {
         let counter = match event {
             StorageEvent::Degraded(error) => metrics::counter!(
                 names::STORAGE_EVENTS,
-                "breaker" => breaker, "event" => "degraded", "error" => error.to_string()
+                "breaker" => breaker, "event" => "degraded", "error" => error_type(error)
             ),
             StorageEvent::Recovered => metrics::counter!(
                 names::STORAGE_EVENTS, "breaker" => breaker, "event" => "recovered"
@@ -393,6 +458,32 @@ impl MetricsEventListener {
     fn pipeline_event(&self, name: &str, kind: &'static str) {
         metrics::counter!(names::PIPELINE_EVENTS, "name" => name.to_owned(), "event" => kind)
             .increment(1);
+    }
+}
+
+/// A bounded name for an error's type, for a label: the `ErrorKind` of a
+/// `std::io::Error` (`TimedOut`), else the identifier its `Debug` form
+/// starts with, which for a derived `Debug` is the type's name or the
+/// enum variant's (`ReadFailed`, `Timeout`), else `Error`. Never the
+/// message: a label's values must stay few.
+fn error_type(error: &(dyn Error + 'static)) -> String {
+    if let Some(io) = error.downcast_ref::<std::io::Error>() {
+        return format!("{:?}", io.kind());
+    }
+    let debug = format!("{error:?}");
+    let ident: String = debug
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(64)
+        .collect();
+    if ident
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+    {
+        ident
+    } else {
+        "Error".to_owned()
     }
 }
 
@@ -421,6 +512,23 @@ fn describe() {
         names::STATE,
         "Current state of a circuit breaker: 1 for its current state, 0 for the others"
     );
+    metrics::describe_gauge!(
+        names::FAILURE_RATE,
+        "Failure rate over a circuit breaker's sliding window, 0 to 1, as last sampled"
+    );
+    metrics::describe_gauge!(
+        names::SLOW_CALL_RATE,
+        "Slow-call rate over a circuit breaker's sliding window, 0 to 1, as last sampled"
+    );
+    metrics::describe_gauge!(
+        names::BUFFERED_CALLS,
+        "Calls in a circuit breaker's sliding window, as last sampled"
+    );
+    metrics::describe_gauge!(
+        names::RETRY_AFTER,
+        Unit::Seconds,
+        "Seconds until an OPEN circuit breaker admits a probe; 0 once its wait has elapsed and in other states"
+    );
 }
 
 impl Default for MetricsEventListener {
@@ -439,6 +547,11 @@ impl fmt::Debug for MetricsEventListener {
 }
 
 impl EventListener for MetricsEventListener {
+    /// Seeds the breaker's state gauge with the state it starts in.
+    fn on_breaker_created(&self, breaker: &str, state: State) {
+        let _ = self.handles_seeded(breaker, state);
+    }
+
     fn on_event(&self, event: &Event<'_>) {
         match *event {
             Event::CallRecorded {

@@ -27,7 +27,7 @@ fn storage_events_carry_breaker_event_and_error() {
     });
     let values = collect(&snapshotter);
     assert_eq!(
-        values["interlock_storage_events_total{breaker=orders,error=connection refused,event=degraded}"],
+        values["interlock_storage_events_total{breaker=orders,error=Other,event=degraded}"],
         Value::Counter(1)
     );
     assert_eq!(

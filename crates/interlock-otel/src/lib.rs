@@ -55,9 +55,12 @@
 //! | `interlock.call.rejected` | counter | `{call}` | `breaker` | every rejected call (`open`, `half_open`, `forced_open`) |
 //! | `interlock.state.changes` | counter | `{transition}` | `breaker`, `from`, `to` | every state change |
 //! | `interlock.reset` | counter | `{reset}` | `breaker` | every `reset()` |
-//! | `interlock.storage.events` | counter | `{event}` | `breaker`, `event`, `error` (only for `degraded`) | shared-storage outages, recoveries and dropped writes |
-//! | `interlock.pipeline.events` | counter | `{event}` | `name`, `event` | retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals, chaos injections |
-//! | `interlock.state` | up-down counter (`i64`) | `{state}` | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others |
+//! | `interlock.storage.events` | counter | `{event}` | `breaker`, `event` and `interlock.event`, `error` and `error.type` (only for `degraded`) | shared-storage outages, recoveries and dropped writes |
+//! | `interlock.pipeline.events` | counter | `{event}` | `strategy` and `interlock.strategy`, `event` and `interlock.event`, `error` and `error.type` (fallbacks) | retries, bulkhead rejections, fallbacks, hedges, rate-limit refusals, chaos injections |
+//! | `interlock.state` | up-down counter (`i64`) | `{state}` | `breaker`, `state` | per breaker: 1 for the current state, 0 for the five others; seeded with the state a breaker is built in |
+//! | `interlock.failure_rate`, `interlock.slow_call_rate` | gauge (`f64`) | `1` | `breaker` | [`OtelEventListener::sample`]: the sliding window's rates |
+//! | `interlock.buffered_calls` | gauge (`u64`) | `{call}` | `breaker` | `sample`: the calls in the sliding window |
+//! | `interlock.retry_after` | gauge (`f64`) | `s` | `breaker` | `sample`: the wait left in OPEN; 0 once elapsed and in other states (alert on `> 0`) |
 //!
 //! Attribute values:
 //!
@@ -66,10 +69,16 @@
 //! - `from`, `to`, `state`: `closed`, `open`, `half_open`, `forced_open`,
 //!   `disabled`, `metrics_only` ([`State::as_str`]);
 //! - `interlock.storage.events` `event`: `degraded`, `recovered`,
-//!   `write_dropped`; `error` is the storage error's `Display` text;
+//!   `write_dropped`; `error` is the storage error's *type* (a
+//!   `std::io::Error`'s kind, else the identifier its `Debug` form starts
+//!   with, else `Error`), never its message, so the values stay few;
 //! - `interlock.pipeline.events` `event`: `retry`, `bulkhead_rejected`,
 //!   `fallback`, `hedge`, `rate_limit_rejected`, `fault_injected`,
-//!   `latency_injected`, `outcome_injected`; `name` is the strategy's name
+//!   `latency_injected`, `outcome_injected`; `strategy` is the strategy's
+//!   name, and a fallback's `error` the type of the error it replaced. The
+//!   un-namespaced `strategy`, `event` and `error` are the Python
+//!   original's names; `interlock.strategy`, `interlock.event` and
+//!   OpenTelemetry's `error.type` carry the same values
 //!   (a keyed rate limit's key is not an attribute: one series per
 //!   limiter, however many hosts).
 //!
@@ -145,8 +154,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use interlock::{Event, EventListener, Outcome, State};
-use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
+use interlock::mode::Mode;
+use interlock::{CircuitBreaker, Event, EventListener, Outcome, Registry, State};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
 use opentelemetry::{InstrumentationScope, KeyValue, Value};
 
 /// The name of the meter [`OtelEventListener::new`] creates.
@@ -200,6 +210,10 @@ pub struct OtelEventListener {
     storage_events: Counter<u64>,
     pipeline_events: Counter<u64>,
     state: UpDownCounter<i64>,
+    failure_rate: Gauge<f64>,
+    slow_call_rate: Gauge<f64>,
+    buffered_calls: Gauge<u64>,
+    retry_after: Gauge<f64>,
     initial_state: State,
     breakers: RwLock<HashMap<Box<str>, Arc<Series>>>,
 }
@@ -344,9 +358,73 @@ impl OtelEventListener {
                     "Current state of a circuit breaker: 1 for its current state, 0 for the others",
                 )
                 .build(),
+            failure_rate: meter
+                .f64_gauge("interlock.failure_rate")
+                .with_unit("1")
+                .with_description(
+                    "Failure rate over a circuit breaker's sliding window, 0 to 1, as last sampled",
+                )
+                .build(),
+            slow_call_rate: meter
+                .f64_gauge("interlock.slow_call_rate")
+                .with_unit("1")
+                .with_description(
+                    "Slow-call rate over a circuit breaker's sliding window, 0 to 1, as last sampled",
+                )
+                .build(),
+            buffered_calls: meter
+                .u64_gauge("interlock.buffered_calls")
+                .with_unit("{call}")
+                .with_description("Calls in a circuit breaker's sliding window, as last sampled")
+                .build(),
+            retry_after: meter
+                .f64_gauge("interlock.retry_after")
+                .with_unit("s")
+                .with_description(
+                    "Seconds until an OPEN circuit breaker admits a probe; 0 once its wait has elapsed and in other states",
+                )
+                .build(),
             initial_state: State::Closed,
             breakers: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Records the window gauges (`interlock.failure_rate`,
+    /// `interlock.slow_call_rate`, `interlock.buffered_calls`) and
+    /// `interlock.retry_after` of every breaker in `registry`, from its
+    /// current snapshot. Call it before each export (a periodic task with
+    /// the reader's interval) or where the metrics are read: the values are
+    /// those of the moment of the call.
+    ///
+    /// ```
+    /// use interlock::Registry;
+    /// use interlock_otel::OtelEventListener;
+    /// use std::sync::Arc;
+    ///
+    /// let listener = Arc::new(OtelEventListener::new());
+    /// let registry = Registry::builder().listener(listener.clone()).build()?;
+    /// let _ = registry.get("search");
+    /// listener.sample(&registry);
+    /// # Ok::<(), interlock::ConfigError>(())
+    /// ```
+    pub fn sample<M: Mode>(&self, registry: &Registry<M>) {
+        for (_, breaker) in registry.items() {
+            self.sample_breaker(&breaker);
+        }
+    }
+
+    /// [`sample`](Self::sample) for one breaker.
+    pub fn sample_breaker<M: Mode>(&self, breaker: &CircuitBreaker<M>) {
+        let series = self.series(breaker.name());
+        let attributes = std::slice::from_ref(&series.breaker);
+        let snapshot = breaker.snapshot();
+        self.failure_rate
+            .record(snapshot.failure_rate(), attributes);
+        self.slow_call_rate
+            .record(snapshot.slow_call_rate(), attributes);
+        self.buffered_calls.record(snapshot.total_calls, attributes);
+        let wait = breaker.retry_after().map_or(0.0, |d| d.as_secs_f64());
+        self.retry_after.record(wait, attributes);
     }
 
     /// Sets the state every breaker is assumed to start in (default
@@ -389,6 +467,11 @@ impl OtelEventListener {
     /// The breaker's attribute sets, created (and its state gauge seeded)
     /// at its first event.
     fn series(&self, breaker: &str) -> Arc<Series> {
+        self.series_seeded(breaker, self.initial_state)
+    }
+
+    /// The breaker's series, its state gauge seeded with `seed` if new.
+    fn series_seeded(&self, breaker: &str, seed: State) -> Arc<Series> {
         if let Some(series) = self
             .breakers
             .read()
@@ -406,7 +489,7 @@ impl OtelEventListener {
         }
         let series = Arc::new(Series::new(breaker));
         for state in State::ALL {
-            let value = i64::from(state == self.initial_state);
+            let value = i64::from(state == seed);
             series.add_state(&self.state, state, value);
         }
         breakers.insert(breaker.into(), series.clone());
@@ -441,21 +524,41 @@ impl OtelEventListener {
             StorageEvent::WriteDropped => ("write_dropped", None),
             StorageEvent::NoticesUnavailable => ("notices_unavailable", None),
         };
-        let mut attributes = vec![series.breaker.clone(), KeyValue::new("event", kind)];
+        let mut attributes = vec![
+            series.breaker.clone(),
+            KeyValue::new("event", kind),
+            KeyValue::new("interlock.event", kind),
+        ];
         if let Some(error) = error {
-            attributes.push(KeyValue::new("error", error.to_string()));
+            let kind = error_type(error);
+            attributes.push(KeyValue::new("error", kind.clone()));
+            attributes.push(KeyValue::new("error.type", kind));
         }
         self.storage_events.add(1, &attributes);
     }
 
-    fn pipeline_event(&self, name: &str, kind: &'static str) {
-        self.pipeline_events.add(
-            1,
-            &[
-                KeyValue::new("name", name.to_owned()),
-                KeyValue::new("event", kind),
-            ],
-        );
+    /// A pipeline event, with the original's attribute names (`strategy`,
+    /// `event`, `error`) and their namespaced forms (`interlock.strategy`,
+    /// `interlock.event`, and OpenTelemetry's `error.type`).
+    fn pipeline_event(
+        &self,
+        name: &str,
+        kind: &'static str,
+        error: Option<&(dyn Error + 'static)>,
+    ) {
+        let name: Arc<str> = Arc::from(name);
+        let mut attributes = vec![
+            KeyValue::new("strategy", Value::from(name.clone())),
+            KeyValue::new("interlock.strategy", Value::from(name)),
+            KeyValue::new("event", kind),
+            KeyValue::new("interlock.event", kind),
+        ];
+        if let Some(error) = error {
+            let kind = error_type(error);
+            attributes.push(KeyValue::new("error", kind.clone()));
+            attributes.push(KeyValue::new("error.type", kind));
+        }
+        self.pipeline_events.add(1, &attributes);
     }
 }
 
@@ -474,7 +577,38 @@ impl fmt::Debug for OtelEventListener {
     }
 }
 
+/// A bounded name for an error's type, for an attribute: the `ErrorKind`
+/// of a `std::io::Error` (`TimedOut`), else the identifier its `Debug`
+/// form starts with, which for a derived `Debug` is the type's name or the
+/// enum variant's (`ReadFailed`, `Timeout`), else `Error`. Never the
+/// message: an attribute's values must stay few.
+fn error_type(error: &(dyn Error + 'static)) -> String {
+    if let Some(io) = error.downcast_ref::<std::io::Error>() {
+        return format!("{:?}", io.kind());
+    }
+    let debug = format!("{error:?}");
+    let ident: String = debug
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(64)
+        .collect();
+    if ident
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+    {
+        ident
+    } else {
+        "Error".to_owned()
+    }
+}
+
 impl EventListener for OtelEventListener {
+    /// Seeds the breaker's state gauge with the state it starts in.
+    fn on_breaker_created(&self, breaker: &str, state: State) {
+        let _ = self.series_seeded(breaker, state);
+    }
+
     fn on_event(&self, event: &Event<'_>) {
         match *event {
             Event::CallRecorded {
@@ -524,16 +658,24 @@ impl EventListener for OtelEventListener {
             Event::StorageNoticesUnavailable { breaker, .. } => {
                 self.storage_event(breaker, StorageEvent::NoticesUnavailable);
             }
-            Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry"),
-            Event::BulkheadRejected { name, .. } => self.pipeline_event(name, "bulkhead_rejected"),
-            Event::FallbackUsed { name, .. } => self.pipeline_event(name, "fallback"),
-            Event::HedgeStarted { name, .. } => self.pipeline_event(name, "hedge"),
-            Event::RateLimitRejected { name, .. } => {
-                self.pipeline_event(name, "rate_limit_rejected");
+            Event::RetryScheduled { name, .. } => self.pipeline_event(name, "retry", None),
+            Event::BulkheadRejected { name, .. } => {
+                self.pipeline_event(name, "bulkhead_rejected", None)
             }
-            Event::FaultInjected { name, .. } => self.pipeline_event(name, "fault_injected"),
-            Event::LatencyInjected { name, .. } => self.pipeline_event(name, "latency_injected"),
-            Event::OutcomeInjected { name, .. } => self.pipeline_event(name, "outcome_injected"),
+            Event::FallbackUsed { name, error, .. } => {
+                self.pipeline_event(name, "fallback", Some(error));
+            }
+            Event::HedgeStarted { name, .. } => self.pipeline_event(name, "hedge", None),
+            Event::RateLimitRejected { name, .. } => {
+                self.pipeline_event(name, "rate_limit_rejected", None);
+            }
+            Event::FaultInjected { name, .. } => self.pipeline_event(name, "fault_injected", None),
+            Event::LatencyInjected { name, .. } => {
+                self.pipeline_event(name, "latency_injected", None)
+            }
+            Event::OutcomeInjected { name, .. } => {
+                self.pipeline_event(name, "outcome_injected", None)
+            }
             _ => {}
         }
     }

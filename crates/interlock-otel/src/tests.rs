@@ -25,19 +25,25 @@ fn storage_events_carry_breaker_event_and_error() {
     let points = collector.collect();
     let get = |key: &str| points.get(key).cloned();
     assert_eq!(
-        get("interlock.storage.events{breaker=orders,error=connection refused,event=degraded}"),
+        get(
+            "interlock.storage.events{breaker=orders,error.type=Other,error=Other,event=degraded,interlock.event=degraded}"
+        ),
         Some(Point::Sum(1))
     );
     assert_eq!(
-        get("interlock.storage.events{breaker=orders,event=write_dropped}"),
+        get(
+            "interlock.storage.events{breaker=orders,event=write_dropped,interlock.event=write_dropped}"
+        ),
         Some(Point::Sum(2))
     );
     assert_eq!(
-        get("interlock.storage.events{breaker=orders,event=recovered}"),
+        get("interlock.storage.events{breaker=orders,event=recovered,interlock.event=recovered}"),
         Some(Point::Sum(1))
     );
     assert_eq!(
-        get("interlock.storage.events{breaker=orders,event=notices_unavailable}"),
+        get(
+            "interlock.storage.events{breaker=orders,event=notices_unavailable,interlock.event=notices_unavailable}"
+        ),
         Some(Point::Sum(1))
     );
     // A storage event is a breaker's first sighting like any other.
@@ -48,26 +54,34 @@ fn storage_events_carry_breaker_event_and_error() {
 }
 
 #[test]
-fn pipeline_events_carry_name_and_event() {
+fn pipeline_events_carry_strategy_and_event_as_the_original() {
     let collector = Collector::new();
     let listener = OtelEventListener::with_meter(&collector.meter());
-    listener.pipeline_event("recs", "retry");
-    listener.pipeline_event("recs", "retry");
-    listener.pipeline_event("recs", "bulkhead_rejected");
-    listener.pipeline_event("recs", "fallback");
+    listener.pipeline_event("recs", "retry", None);
+    listener.pipeline_event("recs", "retry", None);
+    listener.pipeline_event("recs", "bulkhead_rejected", None);
+    let error = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    listener.pipeline_event("recs", "fallback", Some(&error));
 
     let points = collector.collect();
     let get = |key: &str| points.get(key).cloned();
+    let named = "interlock.strategy=recs,strategy=recs";
     assert_eq!(
-        get("interlock.pipeline.events{event=retry,name=recs}"),
+        get(&format!(
+            "interlock.pipeline.events{{event=retry,interlock.event=retry,{named}}}"
+        )),
         Some(Point::Sum(2))
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=bulkhead_rejected,name=recs}"),
+        get(&format!(
+            "interlock.pipeline.events{{event=bulkhead_rejected,interlock.event=bulkhead_rejected,{named}}}"
+        )),
         Some(Point::Sum(1))
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=fallback,name=recs}"),
+        get(&format!(
+            "interlock.pipeline.events{{error.type=ConnectionRefused,error=ConnectionRefused,event=fallback,interlock.event=fallback,{named}}}"
+        )),
         Some(Point::Sum(1))
     );
     assert_eq!(listener.breaker_count(), 0, "a strategy is not a breaker");

@@ -97,28 +97,40 @@ fn hedges_refusals_and_injections_are_counted_by_strategy_and_event() {
     let points = collector.collect();
     let get = |key: &str| points.get(key).cloned();
     assert_eq!(
-        get("interlock.pipeline.events{event=hedge,name=search}"),
+        get(
+            "interlock.pipeline.events{event=hedge,interlock.event=hedge,interlock.strategy=search,strategy=search}"
+        ),
         Some(Point::Sum(1))
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=rate_limit_rejected,name=geocoder}"),
+        get(
+            "interlock.pipeline.events{event=rate_limit_rejected,interlock.event=rate_limit_rejected,interlock.strategy=geocoder,strategy=geocoder}"
+        ),
         Some(Point::Sum(2))
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=rate_limit_rejected,name=hosts}"),
+        get(
+            "interlock.pipeline.events{event=rate_limit_rejected,interlock.event=rate_limit_rejected,interlock.strategy=hosts,strategy=hosts}"
+        ),
         Some(Point::Sum(1)),
         "one series for every key"
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=latency_injected,name=chaos}"),
+        get(
+            "interlock.pipeline.events{event=latency_injected,interlock.event=latency_injected,interlock.strategy=chaos,strategy=chaos}"
+        ),
         Some(Point::Sum(1))
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=fault_injected,name=chaos}"),
+        get(
+            "interlock.pipeline.events{event=fault_injected,interlock.event=fault_injected,interlock.strategy=chaos,strategy=chaos}"
+        ),
         Some(Point::Sum(1))
     );
     assert_eq!(
-        get("interlock.pipeline.events{event=outcome_injected,name=cache}"),
+        get(
+            "interlock.pipeline.events{event=outcome_injected,interlock.event=outcome_injected,interlock.strategy=cache,strategy=cache}"
+        ),
         Some(Point::Sum(1))
     );
     let pipeline_series = points

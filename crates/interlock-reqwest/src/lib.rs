@@ -87,8 +87,15 @@ pub use interlock::CircuitOpenError;
 /// let err = reqwest_middleware::Error::middleware(open);
 /// assert_eq!(interlock_reqwest::rejection(&err).unwrap().breaker_name(), "api.example.com:443");
 /// ```
+///
+/// The whole chain is searched, through every
+/// [`reqwest_middleware::Error::Middleware`] on the way, so a rejection is
+/// found behind middleware that wraps the errors it passes on and keeps
+/// them as a `source()`, as `reqwest-retry`'s `RetryTransientMiddleware`
+/// does (`RetryError::WithRetries` and `RetryError::Error`).
 #[must_use]
 pub fn rejection(error: &reqwest_middleware::Error) -> Option<&CircuitOpenError> {
+    interlock::register_opener(open_middleware_error);
     match error {
         reqwest_middleware::Error::Middleware(inner) => interlock::find_rejection(inner.as_ref()),
         reqwest_middleware::Error::Reqwest(e) => interlock::find_rejection(e),
@@ -100,10 +107,19 @@ pub fn rejection(error: &reqwest_middleware::Error) -> Option<&CircuitOpenError>
 /// context that says the request was not sent. `Error`'s `source()` is then
 /// the [`CircuitOpenError`], so [`interlock::find_rejection`] (and every
 /// retry helper of `interlock`) finds it in the chain.
-fn rejected(open: CircuitOpenError) -> reqwest_middleware::Error {
-    reqwest_middleware::Error::Middleware(
-        anyhow::Error::new(open).context("request not sent: its host's circuit is open"),
-    )
+///
+/// The context names the request (method and URL without its query or
+/// fragment, which may carry secrets), so a log line says which call was
+/// refused.
+fn rejected(open: CircuitOpenError, request: &Request) -> reqwest_middleware::Error {
+    let mut url = request.url().clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    let context = format!(
+        "{} {url} not sent: its host's circuit is open",
+        request.method()
+    );
+    reqwest_middleware::Error::Middleware(anyhow::Error::new(open).context(context))
 }
 
 /// Teaches [`interlock::find_rejection`] to look inside
@@ -130,7 +146,22 @@ pub fn name_error(error: &reqwest_middleware::Error) -> Option<&NameError> {
 
 /// The default policy: [`HttpStatusClassifier::new`], plus reqwest's
 /// builder errors (a request that could not be built or has an
-/// unsupported scheme) excluded as the caller's bugs.
+/// unsupported scheme) excluded as the caller's bugs, and a request a
+/// connector layer shed before it was sent inconclusive.
+///
+/// # What "never sent" reqwest lets us tell apart
+///
+/// reqwest has no connection-pool limit of its own (its pool only bounds
+/// *idle* connections), so "pool exhausted" exists only where the
+/// application adds a limit with
+/// [`ClientBuilder::connector_layer`](reqwest::ClientBuilder::connector_layer):
+///
+/// | the error | verdict | why |
+/// |---|---|---|
+/// | `tower::load_shed::error::Overloaded` in the chain (a `LoadShedLayer` over a `ConcurrencyLimitLayer` as a connector layer) | inconclusive | no local slot was free: the host was never asked. A HALF_OPEN probe hands its slot back; in CLOSED it still counts as a failure, as the Python original's `PoolTimeout` does |
+/// | a full [`interlock::pipeline::Bulkhead`] in the chain | inconclusive | the same, for interlock's own bulkhead |
+/// | `is_connect()`: DNS failure, connection refused, TLS handshake, `connect_timeout` | failure | the host (or the way to it) is down. A connect timeout while *waiting* for a connector slot looks the same to reqwest as one on a dead host, so it stays a failure |
+/// | `is_builder()` | success (excluded) | the caller's bug |
 ///
 /// ```
 /// use interlock::Verdict;
@@ -141,10 +172,12 @@ pub fn name_error(error: &reqwest_middleware::Error) -> Option<&NameError> {
 /// ```
 #[must_use]
 pub fn default_classifier() -> HttpStatusClassifier {
-    HttpStatusClassifier::new().exclude_if("reqwest::Error::is_builder", |e| {
-        e.downcast_ref::<reqwest::Error>()
-            .is_some_and(reqwest::Error::is_builder)
-    })
+    HttpStatusClassifier::new()
+        .exclude_if("reqwest::Error::is_builder", |e| {
+            e.downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_builder)
+        })
+        .inconclusive::<tower::load_shed::error::Overloaded>()
 }
 
 /// The default resolver: the URL's host and port, as `host:port`.
@@ -309,7 +342,7 @@ impl<M: AsyncApi> Middleware for CircuitBreakerMiddleware<M> {
             .breaker(&name)
             .acquire_async()
             .await
-            .map_err(rejected)?;
+            .map_err(|open| rejected(open, &request))?;
         // Dropping this future here cancels the call (the permit goes back).
         let result = next.run(request, extensions).await;
         match &result {

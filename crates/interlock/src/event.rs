@@ -495,6 +495,16 @@ pub trait EventListener: Send + Sync + 'static {
     /// Called for every event, outside the breaker's locks, on the thread
     /// that caused it (the timer or storage thread for background events).
     fn on_event(&self, event: &Event<'_>);
+
+    /// Called once when a breaker given this listener is built, with the
+    /// state it starts in (`initial_state`, or the fleet's state for a
+    /// coordinated breaker), before any event. A listener that keeps a
+    /// state gauge seeds it here, so a breaker built in shadow mode
+    /// (`initial_state(MetricsOnly)`) reads `metrics_only` from its first
+    /// scrape. The default does nothing.
+    fn on_breaker_created(&self, breaker: &str, state: crate::State) {
+        let _ = (breaker, state);
+    }
 }
 
 impl<F> EventListener for F
@@ -509,6 +519,10 @@ where
 impl<L: EventListener + ?Sized> EventListener for Arc<L> {
     fn on_event(&self, event: &Event<'_>) {
         (**self).on_event(event)
+    }
+
+    fn on_breaker_created(&self, breaker: &str, state: crate::State) {
+        (**self).on_breaker_created(breaker, state)
     }
 }
 
@@ -577,6 +591,18 @@ impl fmt::Debug for FanOut {
 impl EventListener for FanOut {
     fn on_event(&self, event: &Event<'_>) {
         emit(&self.listeners, event);
+    }
+
+    fn on_breaker_created(&self, breaker: &str, state: crate::State) {
+        created(&self.listeners, breaker, state);
+    }
+}
+
+/// Tells each listener a breaker was built, isolating their panics (D5).
+pub(crate) fn created(listeners: &[Arc<dyn EventListener>], breaker: &str, state: crate::State) {
+    for listener in listeners {
+        // A panic here is dropped: no event exists yet to name in a report.
+        let _ = isolate(|| listener.on_breaker_created(breaker, state));
     }
 }
 

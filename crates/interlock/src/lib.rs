@@ -42,7 +42,7 @@
 //!
 //! | feature   | what it adds                                              |
 //! |-----------|-----------------------------------------------------------|
-//! | `tracing` | [`LoggingEventListener`], reporting events via `tracing`  |
+//! | `tracing` | [`LoggingEventListener`](struct@LoggingEventListener), reporting events via `tracing`  |
 //! | `tokio`   | `pipeline::TokioSleeper`: pipeline waits on tokio's timer; `storage::Coordinator::asynchronous`, a coordinator lane on a tokio task |
 //! | `tower`   | `tower::CircuitBreakerLayer`, a breaker as tower middleware; `tower::HedgeLayer` and `tower::ChaosLayer` |
 //! | `backon`  | `pipeline::backon`: retry helpers for the `backon` crate  |

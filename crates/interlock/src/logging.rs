@@ -1,4 +1,8 @@
-//! [`LoggingEventListener`]: every event as a structured `tracing` record.
+//! [`LoggingEventListener`](struct@LoggingEventListener): every event as a structured `tracing` record.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
 
 use crate::event::{Event, EventListener};
 
@@ -7,8 +11,9 @@ use crate::event::{Event, EventListener};
 ///
 /// | event | level | message | fields |
 /// |---|---|---|---|
-/// | [`StateChanged`](Event::StateChanged) | WARN | `state changed` | `breaker`, `from`, `to` |
-/// | [`CallRejected`](Event::CallRejected) | WARN | `call rejected` | `breaker`, `state` |
+/// | [`StateChanged`](Event::StateChanged) | WARN | `state changed` | `breaker`, `from`, `to`; `rejected` (the calls rejected since the previous change) when there were any |
+/// | [`CallRejected`](Event::CallRejected), the first of a period | WARN | `call rejected` | `breaker`, `state`, `rejected_in_period` (1) |
+/// | [`CallRejected`](Event::CallRejected), the others | DEBUG | `call rejected` | `breaker`, `state`, `rejected_in_period` (the count so far) |
 /// | [`Reset`](Event::Reset) | INFO | `reset` | `breaker` |
 /// | [`CallRecorded`](Event::CallRecorded) | DEBUG | `call recorded` | `breaker`, `outcome`, `duration_s` |
 /// | [`StorageDegraded`](Event::StorageDegraded) | WARN | `storage degraded` | `breaker`, `error`, `cause` |
@@ -37,22 +42,117 @@ use crate::event::{Event, EventListener};
 /// [`State::as_str`]: crate::State::as_str
 /// [`Outcome::as_str`]: crate::Outcome::as_str
 ///
+/// # One WARN per OPEN period
+///
+/// An outage rejects thousands of calls a second; one WARN each would bury
+/// the transitions under the flood, at the same level. So a *period*, the
+/// time between two state changes of a breaker, gets one WARN: its first
+/// rejection. The other rejections of the period are DEBUG records (with
+/// the running count in `rejected_in_period`), and the state change that
+/// ends the period carries the total in `rejected`. A filter at INFO or
+/// WARN keeps every transition and one rejection per OPEN (or HALF_OPEN)
+/// period; a filter at DEBUG still sees every rejection. The Python
+/// original logs every rejection at WARNING.
+///
+/// The counts are kept per breaker name, for the breakers currently
+/// between two changes with a rejection; an entry goes at the breaker's
+/// next state change. A listener value shared by many breakers (a
+/// registry's) counts each name apart.
+///
 /// ```
 /// use interlock::{CircuitBreaker, LoggingEventListener};
 ///
-/// let breaker = CircuitBreaker::builder("payments").listener(LoggingEventListener).build()?;
+/// let breaker = CircuitBreaker::builder("payments").listener(LoggingEventListener::new()).build()?;
 /// breaker.force_open(); // WARN interlock: state changed breaker="payments" from="closed" to="forced_open"
+/// let _ = breaker.acquire(); // WARN interlock: call rejected breaker="payments" state="forced_open" rejected_in_period=1
+/// let _ = breaker.acquire(); // DEBUG interlock: call rejected ... rejected_in_period=2
+/// breaker.reset(); // WARN interlock: state changed ... from="forced_open" to="closed" rejected=2
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LoggingEventListener;
+///
+/// `LoggingEventListener` is also a constant of this type, a fresh
+/// listener wherever it is written, so `.listener(LoggingEventListener)`
+/// keeps working.
+pub struct LoggingEventListener {
+    /// Rejections since the last state change, per breaker name.
+    periods: Mutex<BTreeMap<String, u64>>,
+}
+
+/// A fresh [`LoggingEventListener`](struct@LoggingEventListener) (the type's constant: each use is a new
+/// listener with its own counts).
+#[allow(
+    non_upper_case_globals,
+    reason = "keeps `.listener(LoggingEventListener)` working"
+)]
+#[allow(
+    clippy::declare_interior_mutable_const,
+    reason = "each use is meant to be a new listener with its own counts"
+)]
+pub const LoggingEventListener: LoggingEventListener = LoggingEventListener::new();
+
+impl LoggingEventListener {
+    /// A listener with no period counted yet.
+    #[must_use]
+    pub const fn new() -> Self {
+        LoggingEventListener {
+            periods: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Counts a rejection of `breaker`; the count in its period so far.
+    fn rejected(&self, breaker: &str) -> u64 {
+        let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = periods.get_mut(breaker) {
+            *count += 1;
+            *count
+        } else {
+            periods.insert(breaker.to_owned(), 1);
+            1
+        }
+    }
+
+    /// Ends `breaker`'s period: the rejections it counted.
+    fn period_ended(&self, breaker: &str) -> u64 {
+        let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
+        periods.remove(breaker).unwrap_or(0)
+    }
+}
+
+impl Default for LoggingEventListener {
+    fn default() -> Self {
+        LoggingEventListener::new()
+    }
+}
+
+/// A clone starts with no period counted.
+impl Clone for LoggingEventListener {
+    fn clone(&self) -> Self {
+        LoggingEventListener::new()
+    }
+}
+
+impl fmt::Debug for LoggingEventListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("LoggingEventListener")
+            .field("open_periods", &periods.len())
+            .finish()
+    }
+}
 
 impl EventListener for LoggingEventListener {
     fn on_event(&self, event: &Event<'_>) {
         match *event {
-            Event::StateChanged { breaker, from, to } => tracing::warn!(
-                target: "interlock", breaker, from = from.as_str(), to = to.as_str(), "state changed"
-            ),
+            Event::StateChanged { breaker, from, to } => match self.period_ended(breaker) {
+                0 => tracing::warn!(
+                    target: "interlock", breaker, from = from.as_str(), to = to.as_str(),
+                    "state changed"
+                ),
+                rejected => tracing::warn!(
+                    target: "interlock", breaker, from = from.as_str(), to = to.as_str(),
+                    rejected, "state changed"
+                ),
+            },
             Event::CallRecorded {
                 breaker,
                 outcome,
@@ -61,9 +161,16 @@ impl EventListener for LoggingEventListener {
                 target: "interlock", breaker, outcome = outcome.as_str(),
                 duration_s = duration.as_secs_f64(), "call recorded"
             ),
-            Event::CallRejected { breaker, state } => tracing::warn!(
-                target: "interlock", breaker, state = state.as_str(), "call rejected"
-            ),
+            Event::CallRejected { breaker, state } => match self.rejected(breaker) {
+                1 => tracing::warn!(
+                    target: "interlock", breaker, state = state.as_str(), rejected_in_period = 1u64,
+                    "call rejected"
+                ),
+                count => tracing::debug!(
+                    target: "interlock", breaker, state = state.as_str(), rejected_in_period = count,
+                    "call rejected"
+                ),
+            },
             Event::Reset { breaker } => tracing::info!(target: "interlock", breaker, "reset"),
             Event::StorageDegraded { breaker, error } => tracing::warn!(
                 target: "interlock", breaker, error, cause = %crate::event::Chain(error),
@@ -181,9 +288,10 @@ mod tests {
     fn log(events: &[Event<'_>]) -> Vec<Record> {
         let capture = Capture::default();
         let subscriber = tracing_subscriber::registry().with(capture.clone());
+        let listener = LoggingEventListener::new();
         tracing::subscriber::with_default(subscriber, || {
             for event in events {
-                LoggingEventListener.on_event(event);
+                listener.on_event(event);
             }
         });
         capture.0.lock().expect("capture lock").clone()

@@ -8,9 +8,14 @@
 //!   `call`**, so an open circuit never makes a service look unready (which
 //!   would stall balancers and buffers) and the rejection is an error of
 //!   that one request.
-//! - The outcome is recorded when the response future resolves: `Ok` is a
-//!   success, an error goes through the breaker's classifier (which sees
-//!   the inner service's error itself).
+//! - The outcome is recorded when the response future resolves: an error
+//!   goes through the breaker's classifier (which sees the inner service's
+//!   error itself); an `Ok` response is a success unless a response
+//!   classifier says otherwise
+//!   ([`classify_response`](CircuitBreakerLayer::classify_response)):
+//!   hyper's client, for one, answers a 500 with `Ok`, so give it
+//!   `http::HttpStatusClassifier` (feature `http`) or a closure returning a
+//!   [`Verdict`].
 //! - Dropping the response future cancels the call: its probe slot, if
 //!   any, is handed back and nothing is recorded.
 //! - Errors are a [`BoxError`] that downcasts to [`CircuitOpenError`] for a
@@ -55,6 +60,7 @@ use std::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::Verdict;
 pub use crate::pipeline::BoxError;
 
 mod chaos;
@@ -68,45 +74,146 @@ pub use hedge::{Hedge, HedgeLayer};
 #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
 pub use rate_limit::{KeyedRateLimit, KeyedRateLimitLayer, RateLimit, RateLimitLayer};
 
+/// Judges the `Ok` responses of a service guarded by [`CircuitBreakerLayer`]
+/// (see [`classify_response`](CircuitBreakerLayer::classify_response)).
+///
+/// Implemented for [`AnyOk`] (the default: every response is a success),
+/// for closures `Fn(&T) -> Verdict`, and, with the `http` feature, for
+/// `http::HttpStatusClassifier` over `http::Response<B>` (its failure
+/// statuses are failures). The classifier is cloned into each response
+/// future, so keep it cheap to clone (an `Arc` around anything heavy).
+pub trait ClassifyResponse<T> {
+    /// The verdict on `response`.
+    fn classify_response(&self, response: &T) -> Verdict;
+
+    /// What the breaker keeps as its last failure when `response` is not a
+    /// success (by default a fixed text).
+    fn describe(&self, response: &T) -> String {
+        let _ = response;
+        "the response was classified as a failure".to_owned()
+    }
+}
+
+/// The default response classifier: every `Ok` response is a success.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AnyOk;
+
+impl<T> ClassifyResponse<T> for AnyOk {
+    #[inline]
+    fn classify_response(&self, _response: &T) -> Verdict {
+        Verdict::Success
+    }
+}
+
+impl<T, F: Fn(&T) -> Verdict> ClassifyResponse<T> for F {
+    #[inline]
+    fn classify_response(&self, response: &T) -> Verdict {
+        self(response)
+    }
+}
+
 /// Wraps services in a [`CircuitBreaker`] service guarded by one breaker.
 #[derive(Clone, Debug)]
-pub struct CircuitBreakerLayer {
+pub struct CircuitBreakerLayer<C = AnyOk> {
     breaker: crate::CircuitBreaker,
+    classifier: C,
 }
 
 impl CircuitBreakerLayer {
     /// A layer for `breaker` (every service it wraps shares that breaker).
     #[must_use]
     pub fn new(breaker: crate::CircuitBreaker) -> Self {
-        CircuitBreakerLayer { breaker }
+        CircuitBreakerLayer {
+            breaker,
+            classifier: AnyOk,
+        }
     }
 }
 
-impl<S> Layer<S> for CircuitBreakerLayer {
-    type Service = CircuitBreaker<S>;
+impl<C> CircuitBreakerLayer<C> {
+    /// Judges every `Ok` response with `classifier` (a
+    /// [`ClassifyResponse`]): a service that reports its upstream's
+    /// failures as responses (hyper's client and a 500, a gRPC status in a
+    /// 200) then trips the breaker. Errors still go through the breaker's
+    /// own classifier.
+    ///
+    /// ```
+    /// use interlock::tower::CircuitBreakerLayer;
+    /// use interlock::{CircuitBreaker, Config, SlidingWindow, State, Verdict};
+    /// use tower::{service_fn, Layer, Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let config = Config::builder().minimum_number_of_calls(2).sliding_window(SlidingWindow::count(2)).build()?;
+    /// let breaker = CircuitBreaker::builder("search").config(config).build()?;
+    /// // A service that answers its failures with a status code.
+    /// let search = service_fn(|_query: &str| async { Ok::<u16, std::io::Error>(500) });
+    /// let mut search = CircuitBreakerLayer::new(breaker.clone())
+    ///     .classify_response(|status: &u16| if *status >= 500 { Verdict::Failure } else { Verdict::Success })
+    ///     .layer(search);
+    /// for _ in 0..2 {
+    ///     assert_eq!(search.ready().await?.call("rust").await?, 500);
+    /// }
+    /// assert_eq!(breaker.state(), State::Open);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn classify_response<D>(self, classifier: D) -> CircuitBreakerLayer<D> {
+        CircuitBreakerLayer {
+            breaker: self.breaker,
+            classifier,
+        }
+    }
 
-    fn layer(&self, inner: S) -> CircuitBreaker<S> {
-        CircuitBreaker::new(inner, self.breaker.clone())
+    /// The breaker.
+    #[must_use]
+    pub fn breaker(&self) -> &crate::CircuitBreaker {
+        &self.breaker
+    }
+}
+
+impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C> {
+    type Service = CircuitBreaker<S, C>;
+
+    fn layer(&self, inner: S) -> CircuitBreaker<S, C> {
+        CircuitBreaker {
+            inner,
+            breaker: self.breaker.clone(),
+            classifier: self.classifier.clone(),
+        }
     }
 }
 
 /// A service guarded by a circuit breaker; see the [module docs](self).
 #[derive(Clone, Debug)]
-pub struct CircuitBreaker<S> {
+pub struct CircuitBreaker<S, C = AnyOk> {
     inner: S,
     breaker: crate::CircuitBreaker,
+    classifier: C,
 }
 
 impl<S> CircuitBreaker<S> {
     /// Guards `inner` with `breaker`.
     pub fn new(inner: S, breaker: crate::CircuitBreaker) -> Self {
-        CircuitBreaker { inner, breaker }
+        CircuitBreaker {
+            inner,
+            breaker,
+            classifier: AnyOk,
+        }
     }
 
     /// A [`CircuitBreakerLayer`] for `breaker`.
     #[must_use]
     pub fn layer(breaker: crate::CircuitBreaker) -> CircuitBreakerLayer {
         CircuitBreakerLayer::new(breaker)
+    }
+}
+
+impl<S, C> CircuitBreaker<S, C> {
+    /// The response classifier.
+    pub fn classifier(&self) -> &C {
+        &self.classifier
     }
 
     /// The breaker.
@@ -130,14 +237,15 @@ impl<S> CircuitBreaker<S> {
     }
 }
 
-impl<S, Request> Service<Request> for CircuitBreaker<S>
+impl<S, C, Request> Service<Request> for CircuitBreaker<S, C>
 where
     S: Service<Request>,
     S::Error: Into<BoxError>,
+    C: ClassifyResponse<S::Response> + Clone,
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
+    type Future = future::ResponseFuture<S::Future, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -145,7 +253,11 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         match self.breaker.acquire() {
-            Ok(permit) => future::ResponseFuture::called(self.inner.call(request), permit),
+            Ok(permit) => future::ResponseFuture::called(
+                self.inner.call(request),
+                permit,
+                self.classifier.clone(),
+            ),
             Err(open) => future::ResponseFuture::rejected(open),
         }
     }
@@ -160,8 +272,8 @@ pub mod future {
 
     use pin_project_lite::pin_project;
 
-    use super::BoxError;
-    use crate::{CircuitOpenError, Permit};
+    use super::{AnyOk, BoxError, ClassifyResponse};
+    use crate::{CircuitOpenError, Permit, Verdict};
 
     pub use super::chaos::future::ChaosFuture;
     pub use super::hedge::future::HedgeFuture;
@@ -172,19 +284,20 @@ pub mod future {
     pin_project! {
         /// Resolves to the inner service's response, recording the outcome
         /// on the breaker; dropping it unresolved cancels the call.
-        pub struct ResponseFuture<F> {
+        pub struct ResponseFuture<F, C = AnyOk> {
             #[pin]
-            kind: Kind<F>,
+            kind: Kind<F, C>,
         }
     }
 
     pin_project! {
         #[project = KindProj]
-        enum Kind<F> {
+        enum Kind<F, C> {
             Called {
                 #[pin]
                 future: F,
                 permit: Option<Permit>,
+                classifier: C,
             },
             Rejected {
                 error: Option<CircuitOpenError>,
@@ -192,12 +305,13 @@ pub mod future {
         }
     }
 
-    impl<F> ResponseFuture<F> {
-        pub(super) fn called(future: F, permit: Permit) -> Self {
+    impl<F, C> ResponseFuture<F, C> {
+        pub(super) fn called(future: F, permit: Permit, classifier: C) -> Self {
             ResponseFuture {
                 kind: Kind::Called {
                     future,
                     permit: Some(permit),
+                    classifier,
                 },
             }
         }
@@ -209,22 +323,32 @@ pub mod future {
         }
     }
 
-    impl<F, T, E> Future for ResponseFuture<F>
+    impl<F, C, T, E> Future for ResponseFuture<F, C>
     where
         F: Future<Output = Result<T, E>>,
         E: Into<BoxError>,
+        C: ClassifyResponse<T>,
     {
         type Output = Result<T, BoxError>;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             match self.project().kind.project() {
-                KindProj::Called { future, permit } => {
+                KindProj::Called {
+                    future,
+                    permit,
+                    classifier,
+                } => {
                     let result = ready!(future.poll(cx));
                     let permit = permit.take();
                     Poll::Ready(match result {
                         Ok(response) => {
                             if let Some(permit) = permit {
-                                permit.success();
+                                match classifier.classify_response(&response) {
+                                    Verdict::Success => permit.success(),
+                                    verdict => {
+                                        permit.finish_with(verdict, &classifier.describe(&response))
+                                    }
+                                }
                             }
                             Ok(response)
                         }
@@ -245,7 +369,7 @@ pub mod future {
         }
     }
 
-    impl<F> fmt::Debug for ResponseFuture<F> {
+    impl<F, C> fmt::Debug for ResponseFuture<F, C> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.debug_struct("ResponseFuture").finish_non_exhaustive()
         }

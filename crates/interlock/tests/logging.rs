@@ -206,11 +206,15 @@ mod tracing_capture {
                     "state changed",
                     &[p, ("from", "closed"), ("to", "open")]
                 ),
-                record(Level::WARN, "call rejected", &[p, ("state", "open")]),
+                record(
+                    Level::WARN,
+                    "call rejected",
+                    &[p, ("rejected_in_period", "1"), ("state", "open")]
+                ),
                 record(
                     Level::WARN,
                     "state changed",
-                    &[p, ("from", "open"), ("to", "closed")]
+                    &[p, ("from", "open"), ("rejected", "1"), ("to", "closed")]
                 ),
                 record(Level::INFO, "reset", &[p]),
                 record(
@@ -223,6 +227,91 @@ mod tracing_capture {
                     "call recorded",
                     &[p, ("duration_s", "0.125"), ("outcome", "failure")]
                 ),
+            ]
+        );
+    }
+
+    /// Issue 25: an outage's rejections are one WARN per OPEN period, the
+    /// rest DEBUG; the transitions keep WARN and carry the count.
+    #[test]
+    fn one_warn_per_open_period_and_debug_for_the_rest() {
+        let clock = ManualClock::new();
+        let b = breaker(&clock, LoggingEventListener::new());
+        let records = capture(|| {
+            call(&b, &clock, 0, false);
+            call(&b, &clock, 0, false); // trips
+            for _ in 0..5 {
+                call(&b, &clock, 0, true); // rejected
+            }
+            b.reset(); // the period ends
+            call(&b, &clock, 0, false);
+            call(&b, &clock, 0, false); // trips again
+            for _ in 0..3 {
+                call(&b, &clock, 0, true); // rejected, a new period
+            }
+        });
+        let warns: Vec<_> = records
+            .iter()
+            .filter(|r| r.0 == Level::WARN)
+            .map(|r| {
+                let mut line = r.2.clone();
+                for (k, v) in &r.3 {
+                    if k != "breaker" {
+                        line.push_str(&format!(" {k}={v}"));
+                    }
+                }
+                line
+            })
+            .collect();
+        assert_eq!(
+            warns,
+            [
+                "state changed from=closed to=open",
+                "call rejected rejected_in_period=1 state=open",
+                "state changed from=open rejected=5 to=closed",
+                "state changed from=closed to=open",
+                "call rejected rejected_in_period=1 state=open",
+            ]
+        );
+        let debug_rejections: Vec<_> = records
+            .iter()
+            .filter(|r| r.0 == Level::DEBUG && r.2 == "call rejected")
+            .map(|r| r.3["rejected_in_period"].clone())
+            .collect();
+        assert_eq!(debug_rejections, ["2", "3", "4", "5", "2", "3"]);
+    }
+
+    #[test]
+    fn one_listener_counts_each_breaker_apart() {
+        let clock = ManualClock::new();
+        let listener = std::sync::Arc::new(LoggingEventListener::new());
+        let shared = |name: &str| {
+            let listener = listener.clone();
+            CircuitBreaker::builder(name)
+                .clock(clock.clone())
+                .listener(move |e: &Event<'_>| listener.on_event(e))
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (shared("a"), shared("b"));
+        a.force_open();
+        b.force_open();
+        let records = capture(|| {
+            for breaker in [&a, &b, &a, &b] {
+                let _ = breaker.acquire();
+            }
+        });
+        let levels: Vec<_> = records
+            .iter()
+            .map(|r| (r.0, r.3["breaker"].clone()))
+            .collect();
+        assert_eq!(
+            levels,
+            [
+                (Level::WARN, "a".to_owned()),
+                (Level::WARN, "b".to_owned()),
+                (Level::DEBUG, "a".to_owned()),
+                (Level::DEBUG, "b".to_owned()),
             ]
         );
     }

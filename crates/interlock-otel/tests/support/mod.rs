@@ -70,11 +70,31 @@ impl Collector {
                             );
                         }
                     }
+                    // The sampled gauges are read with `raw`.
+                    AggregatedMetrics::F64(MetricData::Gauge(_))
+                    | AggregatedMetrics::U64(MetricData::Gauge(_)) => {}
                     other => panic!("unexpected data for {name}: {other:?}"),
                 }
             }
         }
         points
+    }
+
+    /// The first value `find` gives for a metric of the latest export (for
+    /// the data kinds `collect` does not flatten, such as gauges); panics
+    /// without one.
+    pub fn raw<T>(
+        &self,
+        find: impl Fn(&opentelemetry_sdk::metrics::data::Metric) -> Option<T>,
+    ) -> T {
+        self.exporter.reset();
+        self.provider.force_flush().expect("flush");
+        let exported = self.exporter.get_finished_metrics().expect("metrics");
+        let last = exported.last().expect("one export");
+        last.scope_metrics()
+            .flat_map(|s| s.metrics())
+            .find_map(find)
+            .expect("the metric in the export")
     }
 
     /// The bucket bounds of the first histogram point of `name`.

@@ -364,7 +364,10 @@ async fn the_rejection_is_the_errors_source_and_a_retry_never_sends_into_it() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "request not sent: its host's circuit is open"
+        format!(
+            "GET {} not sent: its host's circuit is open",
+            server.url("/status/200")
+        )
     );
     let source = err
         .source()
@@ -453,4 +456,142 @@ async fn host_only_names_breakers_by_host_as_the_python_original() {
     let v6 = format!("http://[::1]:{}/status/200", a.addr().port());
     let _ = client.get(&v6).send().await; // refused or not: only the name matters
     assert_eq!(middleware.registry().names(), ["127.0.0.1", "::1"]);
+}
+
+// ---- issue 25: behind reqwest-retry, a shed connector slot ------------------
+
+/// A client with `reqwest-retry`'s standard middleware *outside* the breaker
+/// (every attempt is its own breaker call), retrying transient failures at
+/// once (no real waiting in the tests).
+fn retrying_client(middleware: &CircuitBreakerMiddleware, retries: u32) -> ClientWithMiddleware {
+    use reqwest_retry::{RetryTransientMiddleware, policies::ExponentialBackoff};
+    let policy = ExponentialBackoff::builder()
+        .retry_bounds(Duration::from_millis(1), Duration::from_millis(1))
+        .build_with_max_retries(retries);
+    ClientBuilder::new(reqwest::Client::new())
+        .with(RetryTransientMiddleware::new_with_policy(policy))
+        .with(middleware.clone())
+        .build()
+}
+
+#[tokio::test]
+async fn the_rejection_is_found_behind_reqwest_retry() {
+    let server = TestServer::start();
+    let middleware = tight(&ManualClock::new()).build().unwrap();
+
+    // Retried until the breaker opens under the retries: 503, 503, then the
+    // third attempt is rejected (reqwest-retry reports it "after 2 retries").
+    let client = retrying_client(&middleware, 5);
+    let err = client
+        .get(server.url("/status/503"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("retries"),
+        "reqwest-retry's own error: {err}"
+    );
+    let open = rejection(&err).expect("the rejection under RetryError::WithRetries");
+    assert_eq!(open.breaker_name(), server.name());
+    assert!(interlock::find_rejection(&err).is_some());
+    assert_eq!(server.hits(), 2, "the rejected attempt was never sent");
+
+    // Rejected on the first attempt (RetryError::Error, no retries).
+    let err = client
+        .get(server.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(rejection(&err).unwrap().breaker_name(), server.name());
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
+async fn a_rejection_names_the_request_it_refused_without_its_query() {
+    let server = TestServer::start();
+    let middleware = tight(&ManualClock::new()).build().unwrap();
+    let client = client(&middleware);
+    trip(&client, &server).await;
+    let err = client
+        .post(server.url("/orders?token=secret"))
+        .send()
+        .await
+        .unwrap_err();
+    let shown = format!("{err:#}");
+    assert!(
+        shown.contains(&format!("POST {}", server.url("/orders"))),
+        "{shown}"
+    );
+    assert!(!shown.contains("secret"), "{shown}");
+    assert!(rejection(&err).is_some());
+}
+
+/// A connector whose every connection slot is taken: tower's load shedder
+/// over a concurrency limit of zero, the shape of reqwest's documented
+/// `connector_layer` connection limit with shedding instead of waiting.
+fn shedding_client(middleware: &CircuitBreakerMiddleware) -> ClientWithMiddleware {
+    // Each connector layer wraps the ones before it: the shedder goes
+    // outside the limit.
+    let reqwest = reqwest::Client::builder()
+        .connector_layer(tower::limit::ConcurrencyLimitLayer::new(0))
+        .connector_layer(tower::load_shed::LoadShedLayer::new())
+        .build()
+        .unwrap();
+    ClientBuilder::new(reqwest).with(middleware.clone()).build()
+}
+
+#[tokio::test]
+async fn a_request_shed_before_it_was_sent_is_an_inconclusive_probe() {
+    let server = TestServer::start();
+    let clock = ManualClock::new();
+    // Two probes a round: one inconclusive probe hands its slot back (R9.3)
+    // without ending the round (R9.4 ends it at two).
+    let middleware = CircuitBreakerMiddleware::builder()
+        .config(
+            Config::builder()
+                .minimum_number_of_calls(2)
+                .sliding_window(SlidingWindow::count(2))
+                .wait_duration_in_open(Duration::from_secs(1))
+                .permitted_calls_in_half_open(2)
+                .build()
+                .unwrap(),
+        )
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    trip(&client(&middleware), &server).await;
+    let breaker = middleware.registry().get_existing(&server.name()).unwrap();
+    assert_eq!(breaker.state(), State::Open);
+    clock.advance(Duration::from_secs(2));
+
+    // The probe never got a connection: the breaker learns nothing, the slot
+    // goes back, the breaker stays HALF_OPEN (today's code re-opened it).
+    let err = shedding_client(&middleware)
+        .get(server.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_eq!(breaker.state(), State::HalfOpen);
+    assert_eq!(server.hits(), 2, "nothing reached the server");
+
+    // Real probes still decide.
+    for _ in 0..2 {
+        assert_eq!(
+            status(&client(&middleware), &server.url("/status/200")).await,
+            200
+        );
+    }
+    assert_eq!(breaker.state(), State::Closed);
+
+    // In CLOSED a shed request counts against the host, as the original's
+    // PoolTimeout does (an exhausted pool is usually the host holding
+    // connections open).
+    let before = breaker.snapshot().failed_calls;
+    let _ = shedding_client(&middleware)
+        .get(server.url("/status/200"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(breaker.snapshot().failed_calls, before + 1);
 }

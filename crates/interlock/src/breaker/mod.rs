@@ -451,6 +451,10 @@ impl<M: Mode> CircuitBreaker<M> {
         if let Some(lane) = &inner.lane {
             lane.attach(Arc::downgrade(&inner));
         }
+        if !inner.listeners.is_empty() {
+            let state = State::from_bits(inner.status.load(Ordering::Acquire));
+            crate::event::created(&inner.listeners, inner.name(), state);
+        }
         CircuitBreaker {
             inner,
             mode: PhantomData,

@@ -68,8 +68,8 @@ pub const DEFAULT_FAILURE_STATUSES: [u16; 5] = [429, 500, 502, 503, 504];
 pub struct HttpStatusClassifier {
     /// One bit per status code 0..1024.
     failure_statuses: [u64; 16],
-    excluded: Vec<(&'static str, Matcher)>,
-    inconclusive: Vec<(&'static str, Matcher)>,
+    excluded: Arc<Vec<(&'static str, Matcher)>>,
+    inconclusive: Arc<Vec<(&'static str, Matcher)>>,
 }
 
 impl Default for HttpStatusClassifier {
@@ -86,8 +86,8 @@ impl HttpStatusClassifier {
     pub fn new() -> Self {
         HttpStatusClassifier {
             failure_statuses: [0; 16],
-            excluded: Vec::new(),
-            inconclusive: Vec::new(),
+            excluded: Arc::new(Vec::new()),
+            inconclusive: Arc::new(Vec::new()),
         }
         .failure_statuses(DEFAULT_FAILURE_STATUSES)
         .inconclusive::<Full>()
@@ -122,7 +122,7 @@ impl HttpStatusClassifier {
     where
         F: Fn(&(dyn Error + 'static)) -> bool + Send + Sync + 'static,
     {
-        self.excluded.push((label, Arc::new(matches)));
+        Arc::make_mut(&mut self.excluded).push((label, Arc::new(matches)));
         self
     }
 
@@ -130,7 +130,7 @@ impl HttpStatusClassifier {
     /// error then counts as a failure (or inconclusive).
     #[must_use]
     pub fn clear_excluded(mut self) -> Self {
-        self.excluded.clear();
+        self.excluded = Arc::new(Vec::new());
         self
     }
 
@@ -148,14 +148,14 @@ impl HttpStatusClassifier {
     where
         F: Fn(&(dyn Error + 'static)) -> bool + Send + Sync + 'static,
     {
-        self.inconclusive.push((label, Arc::new(matches)));
+        Arc::make_mut(&mut self.inconclusive).push((label, Arc::new(matches)));
         self
     }
 
     /// Removes every inconclusive rule, the full bulkhead included.
     #[must_use]
     pub fn clear_inconclusive(mut self) -> Self {
-        self.inconclusive.clear();
+        self.inconclusive = Arc::new(Vec::new());
         self
     }
 
@@ -229,6 +229,42 @@ impl HttpStatusClassifier {
         (0..1024u16)
             .filter(|&s| self.is_failure_status(s))
             .collect()
+    }
+}
+
+/// The HTTP status policy as a response classifier of the one-breaker
+/// tower layer, [`CircuitBreakerLayer`](crate::tower::CircuitBreakerLayer):
+/// a response with a failure status is a failure.
+///
+/// ```
+/// use interlock::http::HttpStatusClassifier;
+/// use interlock::tower::CircuitBreakerLayer;
+/// use interlock::{CircuitBreaker, Config, SlidingWindow, State};
+/// use tower::{service_fn, Layer, Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let config = Config::builder().minimum_number_of_calls(2).sliding_window(SlidingWindow::count(2)).build()?;
+/// let breaker = CircuitBreaker::builder("inventory").config(config).build()?;
+/// let upstream = service_fn(|_: http::Request<()>| async { http::Response::builder().status(500).body(()) });
+/// let mut client = CircuitBreakerLayer::new(breaker.clone())
+///     .classify_response(HttpStatusClassifier::new())
+///     .layer(upstream);
+/// for _ in 0..2 {
+///     client.ready().await?.call(http::Request::new(())).await?;
+/// }
+/// assert_eq!(breaker.state(), State::Open);
+/// assert_eq!(breaker.last_failure().unwrap().message(), "HTTP 500 Internal Server Error");
+/// # Ok(())
+/// # }
+/// ```
+impl<B> crate::tower::ClassifyResponse<http::Response<B>> for HttpStatusClassifier {
+    fn classify_response(&self, response: &http::Response<B>) -> Verdict {
+        self.classify_status(response.status().as_u16())
+    }
+
+    fn describe(&self, response: &http::Response<B>) -> String {
+        format!("HTTP {}", response.status())
     }
 }
 

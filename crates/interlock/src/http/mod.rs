@@ -3,9 +3,11 @@
 //! A failing `api-a.example.com` must not trip the breaker of
 //! `api-b.example.com`, and nobody wants to wrap every call site. The
 //! pieces here give every HTTP adapter the same behaviour; the tower one,
-//! [`KeyedCircuitBreakerLayer`], serves hyper-util's client, tonic channels
-//! and `reqwest::Client` used as a `Service`, and the `interlock-reqwest`
-//! and `interlock-ureq` crates build on the rest:
+//! [`KeyedCircuitBreakerLayer`], serves hyper-util's client and
+//! `reqwest::Client` used as a `Service`, and the `interlock-reqwest`
+//! and `interlock-ureq` crates build on the rest. (tonic's generated
+//! clients send path-only URIs and report errors in `grpc-status`: use the
+//! `interlock-tonic` crate for them.)
 //!
 //! - **One breaker per name**, created on first use in a [`Registry`]
 //!   ([`HostRegistry`]: owned by the adapter, or shared between clients).

@@ -22,9 +22,10 @@ struct Shared<N, M> {
     classifier: Arc<HttpStatusClassifier>,
 }
 
-/// Wraps HTTP services (hyper-util's client, a tonic channel,
-/// `reqwest::Client` as a service) in a [`KeyedCircuitBreaker`]: one breaker
-/// per host, from a [`Registry`].
+/// Wraps HTTP services (hyper-util's client, `reqwest::Client` as a
+/// service) in a [`KeyedCircuitBreaker`]: one breaker per host, from a
+/// [`Registry`]. Requests must carry a host (see `interlock-tonic` for
+/// tonic channels).
 ///
 /// Cloning is cheap; every clone and every service it makes share the
 /// registry. A registry the layer created is closed when the last of them

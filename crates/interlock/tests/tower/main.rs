@@ -127,7 +127,10 @@ mod hyper_server {
     use tokio::net::{TcpListener, TcpStream};
 
     /// A real HTTP server on a random loopback port: 500 while `failing`.
-    async fn serve(failing: Arc<AtomicU32>, hits: Arc<AtomicU32>) -> std::net::SocketAddr {
+    pub(super) async fn serve(
+        failing: Arc<AtomicU32>,
+        hits: Arc<AtomicU32>,
+    ) -> std::net::SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -212,6 +215,118 @@ mod hyper_server {
         assert_eq!(client.clone().oneshot(()).await.unwrap(), "stock: 3");
         assert_eq!(breaker.state(), State::Closed);
         assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+}
+
+/// Issue 25: the one-breaker layer judges `Ok` responses with a response
+/// classifier; hyper-util's client answers a 500 with `Ok`, so without one
+/// five 500s left the breaker CLOSED.
+#[cfg(feature = "http")]
+mod response_classification {
+    use super::*;
+    use http_body_util::{BodyExt, Empty};
+    use hyper::body::Bytes;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    use interlock::Verdict;
+    use interlock::http::HttpStatusClassifier;
+
+    fn five_call_breaker(clock: &ManualClock) -> Breaker {
+        Breaker::builder("upstream")
+            .config(
+                Config::builder()
+                    .minimum_number_of_calls(5)
+                    .sliding_window(SlidingWindow::count(5))
+                    .wait_duration_in_open(Duration::from_secs(1))
+                    .permitted_calls_in_half_open(1)
+                    .build()
+                    .unwrap(),
+            )
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    }
+
+    fn get(addr: std::net::SocketAddr) -> hyper::Request<Empty<Bytes>> {
+        hyper::Request::get(format!("http://{addr}/stock"))
+            .body(Empty::new())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn five_500s_from_a_real_hyper_client_open_the_breaker() {
+        let failing = Arc::new(AtomicU32::new(1));
+        let hits = Arc::new(AtomicU32::new(0));
+        let addr = super::hyper_server::serve(failing.clone(), hits.clone()).await;
+        let clock = ManualClock::new();
+        let breaker = five_call_breaker(&clock);
+        let hyper_client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let client = tower::ServiceBuilder::new()
+            .layer(
+                CircuitBreakerLayer::new(breaker.clone())
+                    .classify_response(HttpStatusClassifier::new()),
+            )
+            .service(hyper_client);
+
+        for _ in 0..5 {
+            let response = client.clone().oneshot(get(addr)).await.unwrap();
+            assert_eq!(response.status(), 500, "returned to the caller as is");
+        }
+        assert_eq!(breaker.state(), State::Open);
+        assert_eq!(
+            breaker.last_failure().unwrap().message(),
+            "HTTP 500 Internal Server Error"
+        );
+        let err = client.clone().oneshot(get(addr)).await.unwrap_err();
+        assert!(err.is::<CircuitOpenError>());
+        assert_eq!(hits.load(Ordering::SeqCst), 5, "rejected before any I/O");
+
+        // Recovery: the probe's 200 is a success.
+        failing.store(0, Ordering::SeqCst);
+        clock.advance(Duration::from_secs(1));
+        let response = client.clone().oneshot(get(addr)).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"stock: 3");
+        assert_eq!(breaker.state(), State::Closed);
+    }
+
+    #[tokio::test]
+    async fn a_closure_classifier_and_the_default_over_a_real_hyper_client() {
+        let failing = Arc::new(AtomicU32::new(1));
+        let hits = Arc::new(AtomicU32::new(0));
+        let addr = super::hyper_server::serve(failing.clone(), hits.clone()).await;
+        let hyper_client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+
+        // The default judges every response a success: 500s stay CLOSED.
+        let plain = five_call_breaker(&ManualClock::new());
+        let client = CircuitBreakerLayer::new(plain.clone()).layer(hyper_client.clone());
+        for _ in 0..5 {
+            client.clone().oneshot(get(addr)).await.unwrap();
+        }
+        assert_eq!(plain.state(), State::Closed);
+        assert_eq!(plain.snapshot().failed_calls, 0);
+
+        // A closure: every 5xx fails.
+        let judged = five_call_breaker(&ManualClock::new());
+        let client = CircuitBreakerLayer::new(judged.clone())
+            .classify_response(|r: &hyper::Response<hyper::body::Incoming>| {
+                if r.status().is_server_error() {
+                    Verdict::Failure
+                } else {
+                    Verdict::Success
+                }
+            })
+            .layer(hyper_client);
+        for _ in 0..5 {
+            client.clone().oneshot(get(addr)).await.unwrap();
+        }
+        assert_eq!(judged.state(), State::Open);
+        assert_eq!(judged.snapshot().failed_calls, 5);
+        assert_eq!(
+            judged.last_failure().unwrap().message(),
+            "the response was classified as a failure"
+        );
     }
 }
 
