@@ -399,9 +399,14 @@ pub fn long_files(dir: &Path, limit: usize) -> io::Result<Vec<(PathBuf, usize)>>
     Ok(out)
 }
 
-/// The workspace's root folder (two levels above this crate).
+/// The workspace's root folder (two levels above this crate): from the
+/// `CARGO_MANIFEST_DIR` cargo sets when it runs a test or binary, else the
+/// one this crate was compiled in (a build shared between two checkouts
+/// must check the one it runs for).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest
         .ancestors()
         .nth(2)
         .unwrap_or(Path::new("."))

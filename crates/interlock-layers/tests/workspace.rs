@@ -25,3 +25,28 @@ fn no_crate_of_the_workspace_has_an_import_cycle() {
         "import cycles between top-level modules:\n{report}"
     );
 }
+
+/// Issue 23: no non-test source file over 800 lines. The public storage
+/// contract suite is exempt: it is one list of rules every storage must
+/// pass, read top to bottom.
+#[test]
+fn no_source_file_is_over_800_lines_of_code() {
+    const LIMIT: usize = 800;
+    const EXEMPT: &[&str] = &["src/store/contract.rs"];
+    let crates = workspace_crates(&workspace_root()).expect("the workspace's crates");
+    let mut long = Vec::new();
+    for dir in &crates {
+        for (file, lines) in interlock_layers::long_files(dir, LIMIT).expect("readable sources") {
+            let exempt = dir.ends_with("crates/interlock")
+                && EXEMPT.iter().any(|e| file == std::path::Path::new(e));
+            if !exempt {
+                long.push(format!("{}: {lines} lines", dir.join(&file).display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {LIMIT} lines outside tests:\n{}",
+        long.join("\n")
+    );
+}

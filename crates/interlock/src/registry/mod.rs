@@ -34,7 +34,12 @@ use crate::event::{Event, EventListener, into_arc};
 use crate::mode::{AsyncApi, Local, Mode, SyncApi};
 use crate::state::State;
 
+mod bounds;
+mod builder;
 mod table;
+
+use bounds::{Bounds, notify_removed};
+pub use builder::RegistryBuilder;
 
 use table::{NameHash, Table};
 
@@ -101,35 +106,6 @@ struct RegistryInner {
     next_sweep: AtomicU64,
 }
 
-/// What bounds a registry: idle expiry and a maximum count.
-#[derive(Clone, Debug)]
-struct Bounds {
-    /// `expire_after_idle`, in nanoseconds.
-    idle_nanos: Option<u64>,
-    max: Option<usize>,
-    /// Either of the two: breakers' use is stamped.
-    tracks: bool,
-    /// The registry's clock for stamps and sweeps: the template's, with
-    /// the precise clock read as the coarse one (same origin; a registry
-    /// hit must stay cheap, and idle times are minutes, not nanoseconds).
-    clock: ClockHandle,
-}
-
-impl Bounds {
-    fn new(idle: Option<Duration>, max: Option<usize>, clock: &ClockHandle) -> Self {
-        let clock = match clock {
-            ClockHandle::Auto | ClockHandle::Monotonic => ClockHandle::Coarse,
-            chosen => chosen.clone(),
-        };
-        Bounds {
-            idle_nanos: idle.map(duration_to_nanos),
-            max,
-            tracks: idle.is_some() || max.is_some(),
-            clock,
-        }
-    }
-}
-
 struct All {
     /// Creation order; a removed entry leaves a hole until compaction.
     entries: Vec<Option<Entry>>,
@@ -169,16 +145,6 @@ struct CacheEntry {
 
 /// How many registries each thread remembers.
 const THREAD_CACHE_SLOTS: usize = 8;
-
-/// At most this fraction of `expire_after_idle` between two idle sweeps,
-/// so a stream of breakers expiring one by one costs one pass over the
-/// registry per 1/1024 of the idle time, not one per breaker.
-const SWEEP_SPACING_SHIFT: u32 = 10;
-
-/// A registry at its maximum evicts this fraction of it at once (at least
-/// one breaker), so that creating names past the bound costs an amortized
-/// constant, not a pass over the registry per name.
-const EVICTION_BATCH_DIVISOR: usize = 32;
 
 thread_local! {
     static CACHE: RefCell<Vec<CacheEntry>> = const { RefCell::new(Vec::new()) };
@@ -317,88 +283,6 @@ impl<M: Mode> Registry<M> {
         Some(breaker.cast())
     }
 
-    /// Forgets the breaker named `name` and returns it, or `None` if there
-    /// is none. Its listeners receive [`Event::BreakerRemoved`]; handles to
-    /// it keep working, and the next [`get`](Self::get) of the name creates
-    /// a new breaker.
-    ///
-    /// ```
-    /// use interlock::Registry;
-    ///
-    /// let registry = Registry::new();
-    /// let old = registry.get("api.example.com:443");
-    /// let removed = registry.remove("api.example.com:443").expect("it existed");
-    /// assert!(removed.ptr_eq(&old));
-    /// assert!(registry.get_existing("api.example.com:443").is_none());
-    /// assert!(!registry.get("api.example.com:443").ptr_eq(&old)); // a new one
-    /// assert!(registry.remove("never-seen").is_none());
-    /// ```
-    pub fn remove(&self, name: &str) -> Option<CircuitBreaker<M>> {
-        let removed = {
-            let mut all = self.all();
-            let i = *all.index.get(name)?;
-            let breaker = self.take(&mut all, i);
-            self.settle_removals(&mut all);
-            breaker
-        };
-        notify_removed(std::slice::from_ref(&removed));
-        Some(removed.cast())
-    }
-
-    /// Keeps only the breakers for which `keep(name, breaker)` is true and
-    /// forgets the others, as [`remove`](Self::remove) does. `keep` runs
-    /// outside the registry's lock (it may use the registry), on a
-    /// point-in-time list; a breaker created meanwhile is kept.
-    ///
-    /// ```
-    /// use interlock::{Registry, State};
-    ///
-    /// let registry = Registry::new();
-    /// for host in ["a.internal:443", "b.internal:443", "c.example.com:443"] {
-    ///     let _ = registry.get(host);
-    /// }
-    /// registry.get("b.internal:443").force_open();
-    /// // Forget the external hosts, and internal ones an operator forced open.
-    /// registry.retain(|name, breaker| name.ends_with(".internal:443") && breaker.state() != State::ForcedOpen);
-    /// assert_eq!(registry.names(), ["a.internal:443"]);
-    /// ```
-    pub fn retain(&self, mut keep: impl FnMut(&str, &CircuitBreaker<M>) -> bool) {
-        let listed: Vec<(Arc<str>, CircuitBreaker<M>)> = self
-            .all()
-            .entries
-            .iter()
-            .flatten()
-            .map(|e| (Arc::clone(&e.name), e.breaker.clone().cast()))
-            .collect();
-        let doomed: Vec<_> = listed
-            .into_iter()
-            .filter(|(name, breaker)| !keep(name, breaker))
-            .collect();
-        if doomed.is_empty() {
-            return;
-        }
-        let removed = {
-            let mut all = self.all();
-            let mut removed = Vec::with_capacity(doomed.len());
-            for (name, breaker) in &doomed {
-                let Some(&i) = all.index.get(&**name) else {
-                    continue;
-                };
-                // Only the breaker `keep` judged: a new one under the same
-                // name (created since the listing) stays.
-                if all.entries[i]
-                    .as_ref()
-                    .is_some_and(|e| Arc::ptr_eq(&e.breaker.inner, &breaker.inner))
-                {
-                    removed.push(self.take(&mut all, i));
-                }
-            }
-            self.settle_removals(&mut all);
-            removed
-        };
-        notify_removed(&removed);
-    }
-
     /// The names of the breakers it holds, in creation order (a
     /// point-in-time copy).
     #[must_use]
@@ -456,20 +340,6 @@ impl<M: Mode> Registry<M> {
     #[must_use]
     pub fn config(&self) -> &Config {
         &self.inner.template.config
-    }
-
-    /// How long a breaker may go unused before the registry forgets it
-    /// ([`RegistryBuilder::expire_after_idle`]), if it does.
-    #[must_use]
-    pub fn expire_after_idle(&self) -> Option<Duration> {
-        self.inner.template.idle
-    }
-
-    /// How many breakers it holds at most ([`RegistryBuilder::max_breakers`]),
-    /// if it is bounded.
-    #[must_use]
-    pub fn max_breakers(&self) -> Option<usize> {
-        self.inner.template.max
     }
 
     /// Whether the breakers are coordinated through a storage.
@@ -569,112 +439,6 @@ impl<M: Mode> Registry<M> {
         found
     }
 
-    /// Stamps a breaker just handed out as used now, and sweeps idle ones
-    /// if one may have expired.
-    #[inline]
-    fn handed_out(&self, breaker: &CircuitBreaker) {
-        let now = self.inner.bounds.clock.now();
-        breaker.inner.usage.touch(now);
-        if now.as_nanos() >= self.inner.next_sweep.load(Ordering::Relaxed) {
-            self.sweep(now);
-        }
-    }
-
-    /// Forgets every breaker idle for `expire_after_idle` at `now`.
-    #[cold]
-    #[inline(never)]
-    fn sweep(&self, now: Timestamp) {
-        let removed = {
-            let mut all = self.all();
-            // Another thread may have swept since the caller looked.
-            if now.as_nanos() < self.inner.next_sweep.load(Ordering::Relaxed) {
-                return;
-            }
-            let removed = self.expire(&mut all, now);
-            self.settle_removals(&mut all);
-            removed
-        };
-        notify_removed(&removed);
-    }
-
-    /// Takes the expired breakers out (the lock held) and schedules the
-    /// next sweep.
-    fn expire(&self, all: &mut All, now: Timestamp) -> Vec<CircuitBreaker> {
-        let Some(idle) = self.inner.bounds.idle_nanos else {
-            return Vec::new();
-        };
-        let now = now.as_nanos();
-        let mut next = u64::MAX;
-        let mut doomed = Vec::new();
-        for (i, entry) in all.entries.iter().enumerate() {
-            let Some(entry) = entry else { continue };
-            let last = entry.breaker.inner.usage.last();
-            if now.saturating_sub(last) >= idle {
-                doomed.push(i);
-            } else {
-                next = next.min(last.saturating_add(idle));
-            }
-        }
-        let spacing = (idle >> SWEEP_SPACING_SHIFT).max(1);
-        if next != u64::MAX {
-            next = next.max(now.saturating_add(spacing));
-        }
-        self.inner.next_sweep.store(next, Ordering::Relaxed);
-        doomed.into_iter().map(|i| self.take(all, i)).collect()
-    }
-
-    /// Makes room for one more breaker under `max_breakers`: the expired
-    /// first, then the least recently used, a batch at a time.
-    fn make_room(&self, all: &mut All, max: usize, now: Timestamp) -> Vec<CircuitBreaker> {
-        let mut removed = self.expire(all, now);
-        if all.live < max {
-            return removed;
-        }
-        let batch = (max / EVICTION_BATCH_DIVISOR).max(1).min(all.live);
-        // (last use, creation order): ties go to the older breaker.
-        let mut by_use: Vec<(u64, usize)> = all
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| Some((e.as_ref()?.breaker.inner.usage.last(), i)))
-            .collect();
-        if batch < by_use.len() {
-            by_use.select_nth_unstable(batch - 1);
-            by_use.truncate(batch);
-        }
-        removed.extend(by_use.into_iter().map(|(_, i)| self.take(all, i)));
-        removed
-    }
-
-    /// Takes entry `i` out (the lock held).
-    fn take(&self, all: &mut All, i: usize) -> CircuitBreaker {
-        let Some(entry) = all.entries[i].take() else {
-            unreachable!("the index points at live entries only")
-        };
-        all.index.remove(&entry.name);
-        all.live -= 1;
-        all.changes += 1;
-        entry.breaker
-    }
-
-    /// After removals: compacts the list once it is mostly holes, and
-    /// republishes at once: the published table must not list a removed
-    /// breaker (a hit trusts a current table without another check). One
-    /// copy of the table per call: evictions come in batches, and
-    /// [`retain`](Self::retain) removes many names with one copy.
-    fn settle_removals(&self, all: &mut All) {
-        if all.entries.len() > 2 * all.live + 16 {
-            all.entries.retain(Option::is_some);
-            let All { entries, index, .. } = all;
-            for (i, entry) in entries.iter().flatten().enumerate() {
-                if let Some(at) = index.get_mut(&entry.name) {
-                    *at = i;
-                }
-            }
-        }
-        self.publish(all);
-    }
-
     #[cold]
     fn create(&self, name: &str, config: Option<Config>) -> CircuitBreaker {
         let mut all = self.all();
@@ -770,13 +534,6 @@ impl<M: Mode> Registry<M> {
     }
 }
 
-/// Tells each removed breaker's listeners, outside the registry's lock.
-fn notify_removed(removed: &[CircuitBreaker]) {
-    for breaker in removed {
-        breaker.inner.emit(&Event::breaker_removed(breaker.name()));
-    }
-}
-
 impl<M: SyncApi> Registry<M> {
     /// Closes every breaker it holds (see [`CircuitBreaker::close`]);
     /// they stay cached, so `get` keeps returning the same instances (R14.4).
@@ -812,184 +569,6 @@ impl<M: Mode> fmt::Debug for Registry<M> {
             .field("names", &self.names())
             .field("coordinated", &self.is_coordinated())
             .finish_non_exhaustive()
-    }
-}
-
-/// Builds a [`Registry`]; every check happens in [`build`](Self::build).
-#[must_use]
-pub struct RegistryBuilder<M = Local> {
-    template: Template,
-    mode: PhantomData<fn() -> M>,
-}
-
-impl<M> Clone for RegistryBuilder<M> {
-    fn clone(&self) -> Self {
-        RegistryBuilder {
-            template: self.template.clone(),
-            mode: PhantomData,
-        }
-    }
-}
-
-impl<M> fmt::Debug for RegistryBuilder<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegistryBuilder")
-            .field("config", &self.template.config)
-            .field("initial_state", &self.template.initial_state)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<M: Mode> RegistryBuilder<M> {
-    /// Coordinates every breaker through `coordinator`'s storage, each under
-    /// its own name (R14.1); the coordinator's mode becomes the registry's.
-    pub fn coordinator<N: Mode>(self, coordinator: &Coordinator<N>) -> RegistryBuilder<N> {
-        let mut template = self.template;
-        template.lane = Some(Arc::clone(&coordinator.lane));
-        RegistryBuilder {
-            template,
-            mode: PhantomData,
-        }
-    }
-
-    /// The config of breakers created without one of their own.
-    pub fn config(mut self, config: Config) -> Self {
-        self.template.config = config;
-        self
-    }
-
-    /// The clock every breaker uses. Without one, each breaker picks its
-    /// own from its slow-call threshold, as
-    /// [`CircuitBreakerBuilder::clock`](crate::CircuitBreakerBuilder::clock)
-    /// says. It is also the registry's clock for
-    /// [`expire_after_idle`](Self::expire_after_idle) (read as
-    /// [`CoarseClock`](crate::CoarseClock) when none is given or it is
-    /// [`MonotonicClock`](crate::MonotonicClock)).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.template.clock = ClockHandle::from_clock(clock);
-        self
-    }
-
-    /// Adds a listener every breaker reports to.
-    pub fn listener(mut self, listener: impl EventListener) -> Self {
-        self.template.listeners.push(into_arc(listener));
-        self
-    }
-
-    /// The error policy of every breaker (see
-    /// [`CircuitBreakerBuilder::classifier`]).
-    pub fn classifier<C>(mut self, classifier: C) -> Self
-    where
-        C: Fn(&(dyn std::error::Error + 'static)) -> Verdict + Send + Sync + 'static,
-    {
-        self.template.classifier = Some(ErrorClassifier(Arc::new(classifier)));
-        self
-    }
-
-    /// The state every breaker starts in (applied before it is published).
-    pub fn initial_state(mut self, state: State) -> Self {
-        self.template.initial_state = state;
-        self
-    }
-
-    /// Forgets a breaker neither handed out (by [`Registry::get`],
-    /// [`get_with_config`](Registry::get_with_config) or
-    /// [`get_existing`](Registry::get_existing)) nor called (admitted or
-    /// rejected) for `idle`, on the registry's clock: it is gone at the
-    /// latest after the first `get` of any name once `idle` has passed.
-    /// Listing ([`Registry::items`]) and reading a breaker's state are not
-    /// uses. Its listeners receive [`Event::BreakerRemoved`].
-    ///
-    /// Expiry is checked on `get`, with no thread of its own: a registry
-    /// nobody asks for names keeps its breakers until the next `get`. The
-    /// check is one clock read and one comparison per `get`; when one may
-    /// have expired, the `get` goes over the registry once (at most once per
-    /// 1/1024 of `idle`, so a breaker may outlive `idle` by that much when
-    /// others expire just before it). A call on a breaker created with
-    /// [`MonotonicClock`](crate::MonotonicClock) is stamped to about a
-    /// millisecond, never earlier than it happened.
-    ///
-    /// ```
-    /// use interlock::{ManualClock, Registry};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let registry = Registry::builder()
-    ///     .clock(clock.clone())
-    ///     .expire_after_idle(Duration::from_secs(600))
-    ///     .build()?;
-    /// let _ = registry.get("a.example.com:443");
-    /// let busy = registry.get("b.example.com:443");
-    /// clock.advance(Duration::from_secs(400));
-    /// busy.call(|| Ok::<_, std::io::Error>(())).unwrap(); // a call is a use
-    /// clock.advance(Duration::from_secs(200));
-    /// let _ = registry.get("c.example.com:443"); // any get sweeps
-    /// assert_eq!(registry.names(), ["b.example.com:443", "c.example.com:443"]);
-    /// # Ok::<(), interlock::ConfigError>(())
-    /// ```
-    pub fn expire_after_idle(mut self, idle: Duration) -> Self {
-        self.template.idle = Some(idle);
-        self
-    }
-
-    /// Holds at most `max` breakers: creating one more first forgets the
-    /// expired ones (with [`expire_after_idle`](Self::expire_after_idle)),
-    /// then the least recently used (handed out or called, as for
-    /// `expire_after_idle`; ties go to the oldest). It forgets 1/32 of
-    /// `max` (at least one) at a time, so that a stream of new names past
-    /// the bound costs amortized constant work per name, not a pass over
-    /// the registry each. Their listeners receive [`Event::BreakerRemoved`].
-    ///
-    /// An evicted breaker's state is lost: a host it had tripped for is
-    /// called again at once if asked for. Choose `max` well above the
-    /// number of names in use at a time.
-    ///
-    /// ```
-    /// use interlock::{ManualClock, Registry};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let registry = Registry::builder().clock(clock.clone()).max_breakers(2).build()?;
-    /// let _ = registry.get("a");
-    /// clock.advance(Duration::from_secs(1));
-    /// let _ = registry.get("b");
-    /// clock.advance(Duration::from_secs(1));
-    /// let _ = registry.get("a"); // now "b" is the least recently used
-    /// let _ = registry.get("c");
-    /// assert_eq!(registry.names(), ["a", "c"]);
-    /// # Ok::<(), interlock::ConfigError>(())
-    /// ```
-    pub fn max_breakers(mut self, max: usize) -> Self {
-        self.template.max = Some(max);
-        self
-    }
-
-    /// Builds the registry.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming `initial_state` if it is OPEN or HALF_OPEN,
-    /// `wait_duration_backoff_multiplier` if it is not 1.0 with a
-    /// coordinator (R14.5, R2.4), `expire_after_idle` if it is zero, or
-    /// `max_breakers` if it is zero.
-    pub fn build(self) -> Result<Registry<M>, ConfigError> {
-        crate::machine::Machine::new(self.template.config.clone(), self.template.initial_state)?;
-        if self.template.lane.is_some() {
-            self.template.config.validate_for_storage()?;
-        }
-        if self.template.idle == Some(Duration::ZERO) {
-            return Err(ConfigError::new(
-                "expire_after_idle",
-                "must be longer than zero (a breaker would expire as it is handed out)",
-            ));
-        }
-        if self.template.max == Some(0) {
-            return Err(ConfigError::new(
-                "max_breakers",
-                "must be at least 1 (a registry must hold the breaker it hands out)",
-            ));
-        }
-        Ok(Registry::from_template(self.template))
     }
 }
 
