@@ -296,6 +296,13 @@ mod tests {
             tag(0, 0),
             "15 bits of generation"
         );
+        for g in 1..=GENERATION_MASK {
+            assert_ne!(
+                tag(g, 0),
+                tag(0, 0),
+                "every 15-bit generation is its own tag"
+            );
+        }
         assert_eq!(tag(0, SECOND_MASK + 1), tag(0, 0), "32 bits of second");
         assert_eq!(tag(u64::MAX, u64::MAX) & COUNT_MASK, 0);
     }
