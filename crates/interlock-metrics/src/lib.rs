@@ -110,7 +110,7 @@
 //!
 //! # Removed breakers
 //!
-//! When a [`Registry`](interlock::Registry) forgets a breaker
+//! When a [`Registry`] forgets a breaker
 //! ([`Registry::remove`](interlock::Registry::remove), `retain`,
 //! `expire_after_idle`, `max_breakers`: [`Event::BreakerRemoved`]), the
 //! listener sets its six `interlock_state` series to 0 and drops its

@@ -117,7 +117,7 @@
 //!
 //! # Removed breakers
 //!
-//! When a [`Registry`](interlock::Registry) forgets a breaker
+//! When a [`Registry`] forgets a breaker
 //! ([`Registry::remove`](interlock::Registry::remove), `retain`,
 //! `expire_after_idle`, `max_breakers`: [`Event::BreakerRemoved`]), the
 //! listener takes back what it added to that breaker's `interlock.state`

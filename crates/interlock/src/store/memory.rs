@@ -29,7 +29,7 @@ struct Inner {
     sinks: Mutex<Vec<NoticeSink>>,
 }
 
-/// An in-process [`Storage`] and [`AsyncStorage`]: the embedded default for
+/// An in-process [`Storage`](crate::storage::Storage) and [`AsyncStorage`](crate::storage::AsyncStorage): the embedded default for
 /// tests, demos and several breakers of one process sharing one state.
 ///
 /// Clones share the same keys (it is an `Arc` inside), so give one clone to

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many calls a storage received, per operation.
 ///
-/// [`MemoryStorage::operations`] and
+/// [`MemoryStorage::operations`](crate::storage::MemoryStorage::operations) and
 /// `FlakyStorage::calls` (feature `testing`) report it; subtracting two
 /// readings gives the calls in between, which is how a test proves that a
 /// coordinated breaker made no storage call at all in CLOSED or OPEN
