@@ -29,7 +29,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
 
-use reference::{Admit, Ev, HalfOpenKind, Model, Op, Params, TripKind, WindowKind, error_text};
+use reference::{
+    Admit, Ev, HalfOpenKind, Model, Op, Params, STAGE_SETS, TripKind, WindowKind, error_text,
+};
 
 const DEFAULT_CASES: u32 = 10_000;
 const MAX_STEPS: usize = 48;
@@ -69,6 +71,8 @@ fn params() -> impl Strategy<Value = Params> {
             prop_oneof![
                 Just(HalfOpenKind::ProbeRound),
                 (1..=p).prop_map(HalfOpenKind::Successes),
+                (0..STAGE_SETS.len(), 1u32..=3)
+                    .prop_map(|(set, minimum)| HalfOpenKind::Progressive { set, minimum }),
             ],
         )
     });
@@ -343,6 +347,13 @@ fn config(p: &Params) -> Config {
         .half_open_policy(match p.half_open {
             HalfOpenKind::ProbeRound => HalfOpenPolicy::ProbeRound,
             HalfOpenKind::Successes(n) => HalfOpenPolicy::consecutive_successes(n),
+            HalfOpenKind::Progressive { set, minimum } => {
+                let shares: Vec<f64> = STAGE_SETS[set]
+                    .iter()
+                    .map(|&ppm| f64::from(ppm) / 1e6)
+                    .collect();
+                HalfOpenPolicy::progressive_stages(&shares, minimum)
+            }
         })
         .build()
         .expect("generated configs are valid")
