@@ -309,6 +309,7 @@ struct Sut {
     reached_half_open: bool,
     count_trip: bool,
     successes_policy: bool,
+    staged: bool,
     restarted: bool,
 }
 
@@ -317,6 +318,7 @@ static HALF_OPEN_CASES: AtomicUsize = AtomicUsize::new(0);
 static COUNT_TRIP_CASES: AtomicUsize = AtomicUsize::new(0);
 static SUCCESSES_CASES: AtomicUsize = AtomicUsize::new(0);
 static RESTART_CASES: AtomicUsize = AtomicUsize::new(0);
+static STAGE_CASES: AtomicUsize = AtomicUsize::new(0);
 
 fn config(p: &Params) -> Config {
     let builder = Config::builder()
@@ -402,7 +404,8 @@ impl Sut {
             events,
             reached_half_open: false,
             count_trip: p.trip != TripKind::Rate,
-            successes_policy: p.half_open != HalfOpenKind::ProbeRound,
+            successes_policy: matches!(p.half_open, HalfOpenKind::Successes(_)),
+            staged: false,
             restarted: false,
         }
     }
@@ -566,6 +569,7 @@ impl StateMachineTest for BreakerTest {
         let admits = sut.step(&op);
         sut.check(model, &admits);
         sut.restarted |= model.restarts > 0;
+        sut.staged |= model.reached_stage;
         sut
     }
 
@@ -576,6 +580,7 @@ impl StateMachineTest for BreakerTest {
             (sut.count_trip, &COUNT_TRIP_CASES),
             (sut.successes_policy, &SUCCESSES_CASES),
             (sut.restarted, &RESTART_CASES),
+            (sut.staged, &STAGE_CASES),
         ] {
             if flag {
                 counter.fetch_add(1, Ordering::Relaxed);
@@ -619,10 +624,11 @@ fn breaker_matches_the_reference_model() {
         std::io::stderr(),
         "model: {cases} cases, {half_open} reached HALF_OPEN ({:.1}%); \
          {} with a count-based trip policy, {} with consecutive successes, \
-         {} abandoned a stalled round (D7)",
+         {} reached a progressive stage (D8), {} abandoned a stalled round (D7)",
         share * 100.0,
         COUNT_TRIP_CASES.load(Ordering::Relaxed),
         SUCCESSES_CASES.load(Ordering::Relaxed),
+        STAGE_CASES.load(Ordering::Relaxed),
         RESTART_CASES.load(Ordering::Relaxed),
     );
     assert!(

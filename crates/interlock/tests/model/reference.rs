@@ -178,6 +178,8 @@ pub(crate) struct Model {
     stage: usize,
     /// D8: the stage's admission credit, in millionths of a call.
     credit: u64,
+    /// Whether this case has passed a single probe into a stage (D8).
+    pub(crate) reached_stage: bool,
 }
 
 impl Model {
@@ -200,6 +202,7 @@ impl Model {
             restarts: 0,
             stage: 0,
             credit: 0,
+            reached_stage: false,
             params,
         }
     }
@@ -460,6 +463,7 @@ impl Model {
                             // The next stage: fresh counts and credit, a new
                             // generation (no event: still HALF_OPEN).
                             self.stage += 1;
+                            self.reached_stage = true;
                             self.credit = 0;
                             self.probes = ProbeCounters::default();
                             self.generation += 1;
