@@ -291,6 +291,13 @@ impl Config {
                  OPEN -> HALF_OPEN move always waits wait_duration_in_open",
             ));
         }
+        if matches!(self.half_open_policy, HalfOpenPolicy::Progressive(_)) {
+            return Err(ConfigError::new(
+                "half_open_policy",
+                "progressive recovery is local-only: a breaker coordinated through a storage \
+                 shares its probe round with the fleet, which has no stages",
+            ));
+        }
         Ok(())
     }
 }

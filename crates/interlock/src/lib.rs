@@ -138,7 +138,9 @@ pub use machine::{Admission, Machine, ProbeCounters, Refusal, Transition};
 pub use pipeline::bulkhead::Full as BulkheadFullError;
 pub use pipeline::timeout::Elapsed as CallTimeoutError;
 pub use pipeline::{Pipeline, PipelineError};
-pub use policy::{HalfOpenPolicy, MAX_FAILURES_WITHIN, TripPolicy};
+pub use policy::{
+    HalfOpenPolicy, MAX_FAILURES_WITHIN, MAX_PROGRESSIVE_STAGES, ProgressiveStages, TripPolicy,
+};
 pub use registry::{Registry, RegistryBuilder};
 pub use state::{Outcome, ParseStateError, State};
 pub use window::Snapshot;

@@ -185,6 +185,11 @@ pub struct Machine {
     round_progress_at: Timestamp,
     failed_rounds: u32,
     round: ProbeCounters,
+    /// Under [`HalfOpenPolicy::Progressive`] (D8): 0 while the single probe
+    /// runs, then the 1-based stage whose calls `round` counts.
+    stage: usize,
+    /// The stage's admission credit in millionths of a call (D8).
+    credit: u32,
     window: Window,
     trip: TripState,
 }
@@ -219,6 +224,8 @@ impl Machine {
             round_progress_at: Timestamp::ZERO,
             failed_rounds: 0,
             round: ProbeCounters::default(),
+            stage: 0,
+            credit: 0,
             window,
         })
     }
@@ -339,6 +346,7 @@ impl Machine {
                     Some(transition),
                 ))
             }
+            State::HalfOpen if self.stage > 0 => self.admit_to_stage(now),
             State::HalfOpen => {
                 // The stall check runs only when no slot is free, so a
                 // round with room pays nothing for it.
@@ -542,7 +550,74 @@ impl Machine {
     /// (R8.6).
     fn probe_slot_free(&self) -> bool {
         self.round.in_flight < self.config.max_concurrent_probes
-            && self.round.admitted < self.config.permitted_calls_in_half_open
+            && self.round.admitted < self.round_budget()
+    }
+
+    /// The probes of a HALF_OPEN round: `permitted_calls_in_half_open`, or
+    /// the single probe that opens a progressive recovery (D8).
+    fn round_budget(&self) -> u32 {
+        match self.config.half_open_policy {
+            HalfOpenPolicy::Progressive(_) => 1,
+            _ => self.config.permitted_calls_in_half_open,
+        }
+    }
+
+    /// Ruling D8: an admission attempt during a progressive stage. The
+    /// attempt adds the stage's share to the credit; a whole call's credit
+    /// admits it and is spent, otherwise the attempt is refused as in any
+    /// HALF_OPEN. D7 holds here too: calls outstanding with no progress for
+    /// `max_wait_in_half_open` are abandoned as inconclusive (which never
+    /// decides a stage) in a new generation.
+    fn admit_to_stage(
+        &mut self,
+        now: Timestamp,
+    ) -> Result<(Admission, Option<Transition>), Refusal> {
+        let HalfOpenPolicy::Progressive(stages) = self.config.half_open_policy else {
+            unreachable!("a stage exists only under the progressive policy")
+        };
+        if self.round.in_flight > 0 && self.round_stalled(now) {
+            let lost = self.round.in_flight;
+            self.round.in_flight = 0;
+            self.round.admitted = self.round.admitted.saturating_sub(lost);
+            self.round.inconclusive = self.round.inconclusive.saturating_add(lost);
+            self.mark_progress(now);
+            self.generation += 1;
+        }
+        self.credit = self
+            .credit
+            .saturating_add(stages.share_per_million(self.stage - 1));
+        if self.credit >= 1_000_000 {
+            self.credit -= 1_000_000;
+            self.admit_probe(now);
+            Ok((
+                Admission {
+                    generation: self.generation,
+                    probe: true,
+                },
+                None,
+            ))
+        } else {
+            Err(Refusal {
+                state: State::HalfOpen,
+                retry_after: None,
+            })
+        }
+    }
+
+    /// Ruling D8: the single probe succeeded or a stage was judged healthy;
+    /// the next stage starts with fresh counts, no credit and a new
+    /// generation (the previous stage's outstanding calls no longer count),
+    /// and after the last the breaker closes.
+    fn next_stage(&mut self, now: Timestamp, stages: usize) -> Option<Transition> {
+        if self.stage >= stages {
+            return self.enter_closed();
+        }
+        self.stage += 1;
+        self.credit = 0;
+        self.round = ProbeCounters::default();
+        self.generation += 1;
+        self.mark_progress(now);
+        None
     }
 
     /// The stall rule of ruling D7, for a round with no free probe slot
@@ -570,7 +645,7 @@ impl Machine {
         self.round.admitted = self.round.admitted.saturating_sub(lost);
         self.round.inconclusive = self.round.inconclusive.saturating_add(lost);
         self.mark_progress(now);
-        if self.round.inconclusive >= self.config.permitted_calls_in_half_open {
+        if self.round.inconclusive >= self.round_budget() {
             self.failed_rounds = self.failed_rounds.saturating_add(1);
             self.open(now, State::HalfOpen);
         } else {
@@ -608,9 +683,15 @@ impl Machine {
         outcome: Outcome,
         inconclusive: bool,
     ) -> Option<Transition> {
-        let permitted = self.config.permitted_calls_in_half_open;
+        let permitted = self.round_budget();
         self.round.in_flight = self.round.in_flight.saturating_sub(1);
         self.mark_progress(now); // a settlement is progress (stall rule)
+        if inconclusive && self.stage > 0 {
+            // D8: an inconclusive call does not count toward its stage.
+            self.round.admitted = self.round.admitted.saturating_sub(1);
+            self.round.inconclusive += 1;
+            return None;
+        }
         if inconclusive {
             // R9.3: no verdict, slot back. R9.4: once `permitted` probes of
             // the round came back inconclusive (cumulative) and none is
@@ -628,6 +709,25 @@ impl Machine {
         self.round.failures += u32::from(outcome.is_failure());
         self.round.slows += u32::from(outcome.is_slow());
         let failed = match self.config.half_open_policy {
+            HalfOpenPolicy::Progressive(stages) => {
+                // D8: the single probe decides on its own; a stage once it
+                // holds its minimum of verdicts.
+                let failed = if self.stage == 0 {
+                    outcome.is_failure() || outcome.is_slow()
+                } else if self.round.completed < stages.minimum_calls() {
+                    return None;
+                } else {
+                    let completed = u64::from(self.round.completed);
+                    rate(u64::from(self.round.failures), completed)
+                        >= self.config.failure_rate_threshold
+                        || rate(u64::from(self.round.slows), completed)
+                            >= self.config.slow_call_rate_threshold
+                };
+                if !failed {
+                    return self.next_stage(now, stages.len());
+                }
+                true
+            }
             HalfOpenPolicy::ConsecutiveSuccesses { successes } => {
                 if outcome.is_failure() || outcome.is_slow() {
                     true
@@ -670,6 +770,8 @@ impl Machine {
 
     fn enter_half_open(&mut self, now: Timestamp) -> Transition {
         self.round = ProbeCounters::default();
+        self.stage = 0;
+        self.credit = 0;
         self.round_progress_at = now;
         self.move_to(State::HalfOpen).unwrap_or(Transition {
             from: State::Open,
@@ -692,6 +794,8 @@ impl Machine {
         if to != State::Open {
             self.round = ProbeCounters::default();
         }
+        self.stage = 0;
+        self.credit = 0;
         self.state = to;
         (from != to).then_some(Transition { from, to })
     }

@@ -141,9 +141,157 @@ pub enum HalfOpenPolicy {
         /// `permitted_calls_in_half_open`).
         successes: u32,
     },
+    /// Progressive recovery (ruling D8): a single probe first, then each
+    /// stage admits its share of the calls and is judged on its own
+    /// verdicts; see [`ProgressiveStages`]. Local only: a coordinated
+    /// breaker or registry refuses it at `build()`.
+    Progressive(ProgressiveStages),
+}
+
+/// The most stages a [`ProgressiveStages`] may hold.
+pub const MAX_PROGRESSIVE_STAGES: usize = 16;
+
+/// Shares are kept in millionths of the calls, so that admission is exact
+/// integer arithmetic.
+const PER_MILLION: u32 = 1_000_000;
+
+/// The stages of [`HalfOpenPolicy::Progressive`].
+///
+/// After the single probe of HALF_OPEN succeeded, stage `k` admits its
+/// share of the admission attempts deterministically (a credit counter:
+/// each attempt adds the share, an attempt is admitted once the credit
+/// reaches one whole call, which it then spends; the others are refused as
+/// in any HALF_OPEN), with no cap on concurrency. Once the stage holds
+/// `minimum_calls` verdicts it is judged on them alone: a failure rate at
+/// `failure_rate_threshold` or a slow-call rate at
+/// `slow_call_rate_threshold` re-opens (a failed round for the backoff),
+/// otherwise the next stage starts, and after the last the breaker closes.
+/// Shares are kept in millionths of the calls.
+///
+/// ```
+/// use interlock::{Config, HalfOpenPolicy};
+///
+/// let config = Config::builder().half_open_policy(HalfOpenPolicy::progressive()).build()?;
+/// assert_eq!(config.half_open_policy(), HalfOpenPolicy::progressive());
+///
+/// // Shares must grow strictly, within (0, 1].
+/// let err = Config::builder()
+///     .half_open_policy(HalfOpenPolicy::progressive_stages(&[0.5, 0.25], 10))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.field(), "half_open_policy");
+/// # Ok::<(), interlock::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProgressiveStages {
+    /// Each stage's share in millionths; only the first `len` count.
+    shares: [u32; MAX_PROGRESSIVE_STAGES],
+    /// The number of shares given (may exceed the array: refused at build).
+    given: usize,
+    minimum_calls: u32,
+}
+
+impl ProgressiveStages {
+    /// The default stages: 0.1 %, 1 %, 5 %, 10 %, 25 %, 50 % of the calls,
+    /// each judged on at least 10 verdicts.
+    pub const DEFAULT_SHARES: [f64; 6] = [0.001, 0.01, 0.05, 0.10, 0.25, 0.50];
+
+    /// The default minimum number of verdicts per stage.
+    pub const DEFAULT_MINIMUM_CALLS: u32 = 10;
+
+    /// Stages with these shares (fractions of the calls), each judged once
+    /// it holds `minimum_calls` verdicts. Checked at `Config::build()`.
+    #[must_use]
+    pub fn new(shares: &[f64], minimum_calls: u32) -> Self {
+        let mut kept = [0; MAX_PROGRESSIVE_STAGES];
+        for (slot, share) in kept.iter_mut().zip(shares) {
+            // `as` saturates (NaN and negatives become 0), and every value
+            // out of range is refused by `validate`.
+            *slot = (share * f64::from(PER_MILLION)).round() as u32;
+        }
+        ProgressiveStages {
+            shares: kept,
+            given: shares.len(),
+            minimum_calls,
+        }
+    }
+
+    /// The number of stages.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.given.min(MAX_PROGRESSIVE_STAGES)
+    }
+
+    /// Whether there is no stage (refused at build).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.given == 0
+    }
+
+    /// Stage `index`'s share in millionths of the calls.
+    pub(crate) fn share_per_million(&self, index: usize) -> u32 {
+        self.shares[index]
+    }
+
+    /// Stage `index`'s share of the calls (0-based), if there is one.
+    #[must_use]
+    pub fn share(&self, index: usize) -> Option<f64> {
+        (index < self.len()).then(|| f64::from(self.shares[index]) / f64::from(PER_MILLION))
+    }
+
+    /// The verdicts a stage needs before it is judged.
+    #[must_use]
+    pub fn minimum_calls(&self) -> u32 {
+        self.minimum_calls
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let refuse = |why: String| Err(ConfigError::new("half_open_policy", why));
+        if self.given == 0 || self.given > MAX_PROGRESSIVE_STAGES {
+            return refuse(format!(
+                "progressive needs 1 to {MAX_PROGRESSIVE_STAGES} stages, got {}",
+                self.given
+            ));
+        }
+        if self.minimum_calls == 0 {
+            return refuse("progressive needs a minimum of at least 1 call per stage".into());
+        }
+        let mut previous = 0;
+        for &share in &self.shares[..self.given] {
+            if share == 0 || share > PER_MILLION {
+                return refuse(
+                    "progressive stage shares must lie in (0, 1], at least one in a million".into(),
+                );
+            }
+            if share <= previous {
+                return refuse("progressive stage shares must grow strictly".into());
+            }
+            previous = share;
+        }
+        Ok(())
+    }
+}
+
+impl Default for ProgressiveStages {
+    fn default() -> Self {
+        ProgressiveStages::new(&Self::DEFAULT_SHARES, Self::DEFAULT_MINIMUM_CALLS)
+    }
 }
 
 impl HalfOpenPolicy {
+    /// Progressive recovery with the default stages (see
+    /// [`ProgressiveStages`]).
+    #[must_use]
+    pub fn progressive() -> Self {
+        HalfOpenPolicy::Progressive(ProgressiveStages::default())
+    }
+
+    /// Progressive recovery with these shares and per-stage minimum.
+    #[must_use]
+    pub fn progressive_stages(shares: &[f64], minimum_calls: u32) -> Self {
+        HalfOpenPolicy::Progressive(ProgressiveStages::new(shares, minimum_calls))
+    }
+
     /// Close after `successes` good probes in a row.
     #[must_use]
     pub const fn consecutive_successes(successes: u32) -> Self {
@@ -169,6 +317,7 @@ impl HalfOpenPolicy {
                     Ok(())
                 }
             }
+            HalfOpenPolicy::Progressive(stages) => stages.validate(),
         }
     }
 }

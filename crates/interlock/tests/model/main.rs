@@ -29,7 +29,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
 
-use reference::{Admit, Ev, HalfOpenKind, Model, Op, Params, TripKind, WindowKind, error_text};
+use reference::{
+    Admit, Ev, HalfOpenKind, Model, Op, Params, STAGE_SETS, TripKind, WindowKind, error_text,
+};
 
 const DEFAULT_CASES: u32 = 10_000;
 const MAX_STEPS: usize = 48;
@@ -69,6 +71,8 @@ fn params() -> impl Strategy<Value = Params> {
             prop_oneof![
                 Just(HalfOpenKind::ProbeRound),
                 (1..=p).prop_map(HalfOpenKind::Successes),
+                (0..STAGE_SETS.len(), 1u32..=3)
+                    .prop_map(|(set, minimum)| HalfOpenKind::Progressive { set, minimum }),
             ],
         )
     });
@@ -305,6 +309,7 @@ struct Sut {
     reached_half_open: bool,
     count_trip: bool,
     successes_policy: bool,
+    staged: bool,
     restarted: bool,
 }
 
@@ -313,6 +318,7 @@ static HALF_OPEN_CASES: AtomicUsize = AtomicUsize::new(0);
 static COUNT_TRIP_CASES: AtomicUsize = AtomicUsize::new(0);
 static SUCCESSES_CASES: AtomicUsize = AtomicUsize::new(0);
 static RESTART_CASES: AtomicUsize = AtomicUsize::new(0);
+static STAGE_CASES: AtomicUsize = AtomicUsize::new(0);
 
 fn config(p: &Params) -> Config {
     let builder = Config::builder()
@@ -343,6 +349,13 @@ fn config(p: &Params) -> Config {
         .half_open_policy(match p.half_open {
             HalfOpenKind::ProbeRound => HalfOpenPolicy::ProbeRound,
             HalfOpenKind::Successes(n) => HalfOpenPolicy::consecutive_successes(n),
+            HalfOpenKind::Progressive { set, minimum } => {
+                let shares: Vec<f64> = STAGE_SETS[set]
+                    .iter()
+                    .map(|&ppm| f64::from(ppm) / 1e6)
+                    .collect();
+                HalfOpenPolicy::progressive_stages(&shares, minimum)
+            }
         })
         .build()
         .expect("generated configs are valid")
@@ -391,7 +404,8 @@ impl Sut {
             events,
             reached_half_open: false,
             count_trip: p.trip != TripKind::Rate,
-            successes_policy: p.half_open != HalfOpenKind::ProbeRound,
+            successes_policy: matches!(p.half_open, HalfOpenKind::Successes(_)),
+            staged: false,
             restarted: false,
         }
     }
@@ -555,6 +569,7 @@ impl StateMachineTest for BreakerTest {
         let admits = sut.step(&op);
         sut.check(model, &admits);
         sut.restarted |= model.restarts > 0;
+        sut.staged |= model.reached_stage;
         sut
     }
 
@@ -565,6 +580,7 @@ impl StateMachineTest for BreakerTest {
             (sut.count_trip, &COUNT_TRIP_CASES),
             (sut.successes_policy, &SUCCESSES_CASES),
             (sut.restarted, &RESTART_CASES),
+            (sut.staged, &STAGE_CASES),
         ] {
             if flag {
                 counter.fetch_add(1, Ordering::Relaxed);
@@ -608,10 +624,11 @@ fn breaker_matches_the_reference_model() {
         std::io::stderr(),
         "model: {cases} cases, {half_open} reached HALF_OPEN ({:.1}%); \
          {} with a count-based trip policy, {} with consecutive successes, \
-         {} abandoned a stalled round (D7)",
+         {} reached a progressive stage (D8), {} abandoned a stalled round (D7)",
         share * 100.0,
         COUNT_TRIP_CASES.load(Ordering::Relaxed),
         SUCCESSES_CASES.load(Ordering::Relaxed),
+        STAGE_CASES.load(Ordering::Relaxed),
         RESTART_CASES.load(Ordering::Relaxed),
     );
     assert!(

@@ -39,7 +39,18 @@ pub(crate) enum HalfOpenKind {
     ProbeRound,
     /// This many good probes in a row close; the first bad one re-opens.
     Successes(u32),
+    /// D8: one probe, then the stages of `STAGE_SETS[set]` (shares in
+    /// millionths), each judged on `minimum` verdicts.
+    Progressive { set: usize, minimum: u32 },
 }
+
+/// The progressive stage sets the model draws from, in millionths.
+pub(crate) const STAGE_SETS: [&[u32]; 4] = [
+    &[500_000, 1_000_000],
+    &[250_000, 1_000_000],
+    &[1_000_000],
+    &[200_000, 500_000, 750_000],
+];
 
 /// The configuration of one generated case, as plain numbers.
 #[derive(Clone, Debug)]
@@ -163,6 +174,12 @@ pub(crate) struct Model {
     pub(crate) reached_half_open: bool,
     /// Stalled rounds abandoned in this case (D7).
     pub(crate) restarts: u32,
+    /// D8: 0 during the single probe, then the 1-based stage.
+    stage: usize,
+    /// D8: the stage's admission credit, in millionths of a call.
+    credit: u64,
+    /// Whether this case has passed a single probe into a stage (D8).
+    pub(crate) reached_stage: bool,
 }
 
 impl Model {
@@ -183,6 +200,9 @@ impl Model {
             admits: Vec::new(),
             reached_half_open: false,
             restarts: 0,
+            stage: 0,
+            credit: 0,
+            reached_stage: false,
             params,
         }
     }
@@ -265,10 +285,35 @@ impl Model {
                     self.generation += 1;
                     self.state = State::HalfOpen;
                     self.probes = ProbeCounters::default();
+                    self.stage = 0;
+                    self.credit = 0;
                     self.round_progress_at = self.now;
                     self.events.push(Ev::Changed(State::Open, State::HalfOpen));
                     self.probes.admitted = 1;
                     self.probes.in_flight = 1;
+                    Some(true)
+                } else {
+                    None
+                }
+            }
+            State::HalfOpen if self.stage > 0 => {
+                // D8: a stage admits its share by credit; D7: calls out
+                // with no progress for the bound become inconclusive.
+                if self.round_stalled() {
+                    self.restarts += 1;
+                    let lost = self.probes.in_flight;
+                    self.probes.in_flight = 0;
+                    self.probes.admitted -= lost;
+                    self.probes.inconclusive += lost;
+                    self.round_progress_at = self.now;
+                    self.generation += 1;
+                }
+                self.credit += u64::from(self.stages()[self.stage - 1]);
+                if self.credit >= 1_000_000 {
+                    self.credit -= 1_000_000;
+                    self.probes.admitted += 1;
+                    self.probes.in_flight += 1;
+                    self.round_progress_at = self.now;
                     Some(true)
                 } else {
                     None
@@ -285,7 +330,7 @@ impl Model {
                     self.probes.admitted -= lost;
                     self.probes.inconclusive += lost;
                     self.round_progress_at = self.now;
-                    if self.probes.inconclusive >= self.params.permitted {
+                    if self.probes.inconclusive >= self.budget() {
                         self.failed_rounds += 1;
                         self.trip(State::HalfOpen);
                     } else {
@@ -374,15 +419,19 @@ impl Model {
             State::HalfOpen => {
                 self.probes.in_flight -= 1;
                 self.round_progress_at = self.now; // a settlement is progress
+                if verdict == Verdict::Inconclusive && self.stage > 0 {
+                    // D8: no verdict, and never a decision.
+                    self.probes.admitted -= 1;
+                    self.probes.inconclusive += 1;
+                    return;
+                }
                 if verdict == Verdict::Inconclusive {
                     // R9.3: no verdict, slot back. R9.4 (2.8.2): enough of
                     // them re-open, once no probe of the round is in flight;
                     // R9.5: as a failed round.
                     self.probes.admitted -= 1;
                     self.probes.inconclusive += 1;
-                    if self.probes.inconclusive >= self.params.permitted
-                        && self.probes.in_flight == 0
-                    {
+                    if self.probes.inconclusive >= self.budget() && self.probes.in_flight == 0 {
                         self.failed_rounds += 1;
                         self.trip(State::HalfOpen);
                     }
@@ -396,6 +445,33 @@ impl Model {
                     self.probes.slows += 1;
                 }
                 let decision = match self.params.half_open {
+                    HalfOpenKind::Progressive { minimum, .. } => {
+                        let bad = if self.stage == 0 {
+                            Some(failed || slow)
+                        } else if self.probes.completed < minimum {
+                            None
+                        } else {
+                            let done = u64::from(self.probes.completed);
+                            Some(
+                                ratio(u64::from(self.probes.failures), done)
+                                    >= self.params.failure_threshold
+                                    || ratio(u64::from(self.probes.slows), done)
+                                        >= self.params.slow_threshold,
+                            )
+                        };
+                        if bad == Some(false) && self.stage < self.stages().len() {
+                            // The next stage: fresh counts and credit, a new
+                            // generation (no event: still HALF_OPEN).
+                            self.stage += 1;
+                            self.reached_stage = true;
+                            self.credit = 0;
+                            self.probes = ProbeCounters::default();
+                            self.generation += 1;
+                            None
+                        } else {
+                            bad
+                        }
+                    }
                     HalfOpenKind::ProbeRound => {
                         if self.probes.completed >= self.params.permitted {
                             let done = u64::from(self.probes.completed);
@@ -459,15 +535,40 @@ impl Model {
 
     /// R8.6: both caps have room.
     fn probe_slot_free(&self) -> bool {
-        self.probes.in_flight < self.params.max_concurrent
-            && self.probes.admitted < self.params.permitted
+        self.probes.in_flight < self.params.max_concurrent && self.probes.admitted < self.budget()
+    }
+
+    /// A round's probes: `permitted`, or one under progressive recovery.
+    fn budget(&self) -> u32 {
+        match self.params.half_open {
+            HalfOpenKind::Progressive { .. } => 1,
+            _ => self.params.permitted,
+        }
+    }
+
+    /// The progressive stages' shares (empty for other policies).
+    fn stages(&self) -> &'static [u32] {
+        match self.params.half_open {
+            HalfOpenKind::Progressive { set, .. } => STAGE_SETS[set],
+            _ => &[],
+        }
+    }
+
+    /// Whether admission is held up: no free slot in a round, calls out in
+    /// a stage (D7 and D8).
+    fn held_up(&self) -> bool {
+        if self.stage > 0 {
+            self.probes.in_flight > 0
+        } else {
+            !self.probe_slot_free()
+        }
     }
 
     /// D7, under every policy: no free slot (either cap) and no probe
     /// admitted or settled for `max_wait_in_half_open`.
     fn round_stalled(&self) -> bool {
         match self.stall_bound() {
-            Some(bound) => !self.probe_slot_free() && self.now - self.round_progress_at >= bound,
+            Some(bound) => self.held_up() && self.now - self.round_progress_at >= bound,
             None => false,
         }
     }
@@ -588,7 +689,7 @@ impl Model {
     /// Whether a round has no free slot (only time or a settlement can
     /// move it on), for steering.
     pub(crate) fn round_held_up(&self) -> bool {
-        self.until_round_restart().is_some() && !self.probe_slot_free()
+        self.until_round_restart().is_some() && self.held_up()
     }
 
     /// The OPEN deadline, for steering clock advances.
