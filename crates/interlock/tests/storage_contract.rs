@@ -43,12 +43,14 @@ async fn r16_async_suite_futures_are_send() {
 }
 
 /// The path a Redis server takes: a clock nobody can move, so the suite
-/// waits (polling with a deadline) instead.
+/// waits (polling with a deadline) instead. A 100 ms tick: the suite
+/// tolerates four ticks of lag, and 40 ms ticks (160 ms) failed once at
+/// load 10 on 2 cores.
 #[test]
 fn r16_memory_storage_on_real_time_passes_the_blocking_suite() {
     check_storage(
         &MemoryStorage::new(),
-        &RealTime::new(Duration::from_millis(40)),
+        &RealTime::new(Duration::from_millis(100)),
     );
 }
 

@@ -26,7 +26,7 @@ fn both_storages_work_on_a_three_node_cluster() {
         .response_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
-    let time = RealTime::new(Duration::from_millis(40));
+    let time = RealTime::new(Duration::from_millis(100));
 
     // Default prefix: one hash tag, so every breaker lands in one slot,
     // whatever its name.

@@ -51,7 +51,7 @@ fn pttl(server: &Server, key: &str) -> i64 {
 }
 
 fn time() -> RealTime {
-    RealTime::new(Duration::from_millis(40))
+    RealTime::new(Duration::from_millis(100))
 }
 
 #[test]
