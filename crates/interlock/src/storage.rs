@@ -17,16 +17,8 @@
 //! contract and `MemoryStorage` live in `store`, which names nothing of the
 //! breaker; the [`Coordinator`] lives with the breaker, which it drives.)
 
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub use crate::store::contract;
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub use crate::store::testing;
-
 pub use crate::breaker::coordinator::Coordinator;
-pub use crate::store::{
-    AsyncStorage, ChangePoll, Epoch, MemoryStorage, MemoryStorageBuilder, Notice, NoticeHandler,
-    NoticeSink, PollAnswers, PollRequest, ProbeLease, SharedState, Storage, StorageError,
-    StorageOps, StorageSettings, StorageSettingsBuilder,
-};
+// Everything public in `store` (the contract, `MemoryStorage`, and the
+// `contract` and `testing` modules under feature `testing`), without a
+// second list to keep in step.
+pub use crate::store::*;
