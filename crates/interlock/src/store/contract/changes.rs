@@ -241,7 +241,7 @@ pub(in crate::store::contract) async fn poll_changes_vouches_only_for_the_versio
     );
     let short = cx.short_ttl();
     let names: Vec<String> = (0..6).map(|_| cx.name()).collect();
-    let [current, stale, twice, expiring, before, absent] =
+    let [current, stale, twice, expiring, before, _absent] =
         names.iter().map(String::as_str).collect::<Vec<_>>()[..]
     else {
         unreachable!("six names")
