@@ -6,41 +6,55 @@
 //! mode it reports the server's CPU (`INFO cpu`: `used_cpu_sys` +
 //! `used_cpu_user`) per instance-poll, the commands per poll (`INFO
 //! commandstats`), and how long a change took to reach every instance
-//! (p50, p99).
+//! (p50, p99, max).
 //!
 //! ```sh
 //! cargo run --release -p interlock-redis --example fleet_sim -- \
-//!     --instances 50 --breakers 1000 --change-rate 0.01 --seconds 30
+//!     --instances 50 --breakers 1000 --change-rate 0.01 --seconds 20 --rounds 3
 //! ```
 //!
 //! Options (defaults in brackets): `--instances` [50], `--breakers` [1000],
 //! `--change-rate` [0.01] (changes per breaker per second: a change is a
 //! trip of a CLOSED breaker, or the close that follows it `--hold-ms`
-//! [500] later), `--seconds` [30] measured after a warm-up, `--poll-ms`
-//! [1000], `--notices` [on|off], `--modes` [none-full,full,none-index,index]
+//! [500] later), `--seconds` [30] per measured window, `--rounds` [3],
+//! `--poll-ms` [1000], `--notices` [on|off], `--modes` [full,index]
 //! (`full`: the change index off, every poll reads every breaker; `index`:
-//! the default; `none-…`: the same instances, subscriptions and writes
-//! with the index off or on, but no poll after the first: the baseline of
-//! the mode after it).
+//! the default).
 //!
-//! Per mode it prints the server's CPU in the window (`cpu ms`: all of it,
-//! the writer's writes, their notices to every subscriber and the server's
-//! housekeeping included), and per instance-poll: `cpu us/poll`, the CPU
-//! above the preceding `none-…` baseline divided by the polls (what the
-//! polls added),
-//! `script us/poll`, the `EVALSHA` time of `INFO commandstats` above the
-//! baseline's, divided by the polls (the scripts alone, without the
-//! network), and the commands each poll sent (`evalsha`) and ran inside
-//! its script (`hmget`: hashes read, above the baseline's per write, so
-//! the polls' own; `zset`: index lookups, the writes' upkeep included).
+//! Method. Each mode builds one fleet, waits until every instance has
+//! polled three times (counted when answered), starts the writer, and then
+//! measures `rounds` pairs of windows of `--seconds` each: polls **off**
+//! (the coordinators still poll, but the storage answers in the process,
+//! every request left unanswered, so nothing reaches the server: the
+//! window holds only the writes, their notices to every subscriber and
+//! the server's housekeeping), then polls **on**. Each window starts after
+//! a settling time of two poll intervals, so polls in flight at a switch
+//! and each instance's first poll after one (which catches up with the
+//! window before) are not counted. What the polls cost is the difference
+//! of the two windows of a pair, on the same fleet and the same writer, so
+//! no second fleet's noise is subtracted; the median of the rounds is
+//! reported.
+//!
+//! Per round it prints the server's CPU (`INFO cpu`: `used_cpu_sys` +
+//! `used_cpu_user`) in both windows, and per instance-poll of the on
+//! window: `cpu us/poll`, the CPU above the off window; `script us/poll`,
+//! the `EVALSHA` time of `INFO commandstats` above the off window's
+//! (scaled to the writes; the scripts alone, in wall time, without the
+//! request around them); the commands each poll sent (`evalsha`) and ran
+//! inside its script (`hmget`: hashes read; `zset`: index lookups), both
+//! above the off window's. Propagation (p50, p99, max) is from each write
+//! in an on window to the moment each instance's cached view has its
+//! version; a change no instance saw within 10 s counts as missed.
 //!
 //! Before the fleet, a probe (`--probe` [2000] polls, 0 to skip) measures
 //! one poll alone on the server: one storage polls every breaker (all of
 //! them written, so every hash exists), with the index from the same epoch
 //! each time, after which the changes one poll interval brings at the
 //! change rate were written (so the loop writes nothing and every poll
-//! reads exactly those). The full read is probed with a tenth of the
-//! polls.
+//! finds exactly those): read (`ReadIfChanged`, an instance that missed
+//! their notices) and vouched for (`ReadUnlessAt` the version written, an
+//! instance whose notices brought them). The full read is probed with a
+//! tenth of the polls.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 // a command-line tool
 // A measurement on a real server in real time: wall time and sleeps are its job.
@@ -522,7 +536,12 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
             let calls = to
                 .calls
                 .iter()
-                .map(|(k, v)| (k.clone(), v.saturating_sub(from.calls.get(k).copied().unwrap_or(0))))
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.saturating_sub(from.calls.get(k).copied().unwrap_or(0)),
+                    )
+                })
                 .collect();
             windows.push(Window {
                 polls: to.polls - from.polls,
@@ -641,13 +660,14 @@ fn main() -> Result<(), Error> {
     let server = Server::start()?;
     println!(
         "fleet: {} instances x {} breakers, {} changes per breaker per second (hold {} ms), \
-         poll every {} ms, notices {}, {} s measured per mode",
+         poll every {} ms, notices {}, {} rounds of two {} s windows (polls off, on) per mode",
         args.instances,
         args.breakers,
         args.change_rate,
         args.hold.as_millis(),
         args.poll.as_millis(),
         if args.notices { "on" } else { "off" },
+        args.rounds,
         args.seconds
     );
     let mut full_probe = None;
@@ -655,7 +675,14 @@ fn main() -> Result<(), Error> {
         let changes = (args.change_rate * args.breakers as f64 * args.poll.as_secs_f64()).round();
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let changes = changes as usize;
-        let full = probe(&server, args.breakers, false, changes, false, args.probe / 10)?;
+        let full = probe(
+            &server,
+            args.breakers,
+            false,
+            changes,
+            false,
+            args.probe / 10,
+        )?;
         let idle = probe(&server, args.breakers, true, 0, false, args.probe)?;
         let changed = probe(&server, args.breakers, true, changes, false, args.probe)?;
         let vouched = probe(&server, args.breakers, true, changes, true, args.probe)?;

@@ -484,8 +484,8 @@ pub trait AsyncStorage: Send + Sync + 'static {
         async move {
             match request {
                 PollRequest::Read { name }
-            | PollRequest::ReadIfChanged { name }
-            | PollRequest::ReadUnlessAt { name, .. } => self
+                | PollRequest::ReadIfChanged { name }
+                | PollRequest::ReadUnlessAt { name, .. } => self
                     .read(name)
                     .await
                     .map(|v| v.unwrap_or_else(SharedState::closed)),
