@@ -398,8 +398,9 @@ impl Inner {
     /// Whether a change poll may leave out the begin of the cached shared
     /// OPEN (R17.13): healthy, no repair pending, and by the storage's
     /// clock as the last change poll read it, plus the time since on this
-    /// breaker's clock, plus two poll intervals, the wait has not ended.
-    /// The estimate runs ahead of the storage's clock (the poll was planned
+    /// breaker's clock, plus two poll intervals, the wait has not ended,
+    /// and the OPEN is not from the storage's future (which a begin clamps,
+    /// R16.3a). The estimate runs ahead of the storage's clock (the poll was planned
     /// before the storage read its clock), so a begin is never sent later
     /// than at the first poll after the wait ends; the two intervals absorb
     /// a breaker clock that does not move with the storage's.
@@ -414,13 +415,16 @@ impl Inner {
         if cell.degraded || cell.liveness.repair_from.is_some() || view.state != State::Open {
             return false;
         }
+        let backend_now = backend.saturating_add(now.saturating_duration_since(sent));
+        // An OPEN from the storage's future (its clock stepped back, a
+        // foreign writer): the begin clamps it to now (R16.3a), at once.
+        if view.opened_at > backend_now {
+            return false;
+        }
         let ends = view
             .opened_at
             .saturating_add(self.config.wait_duration_in_open());
-        let horizon = backend
-            .saturating_add(now.saturating_duration_since(sent))
-            .saturating_add(poll_interval.saturating_mul(2));
-        horizon < ends
+        backend_now.saturating_add(poll_interval.saturating_mul(2)) < ends
     }
 
     /// Tells this breaker's listeners that the storage's change notices are
