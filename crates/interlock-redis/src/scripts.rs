@@ -857,6 +857,53 @@ mod tests {
     }
 
     #[test]
+    fn a_changes_reply_leaves_out_only_vouched_read_unless_ats() {
+        let reqs = [
+            PollRequest::ReadUnlessAt {
+                name: "a",
+                version: 7,
+            },
+            PollRequest::Read { name: "b" },
+            PollRequest::ReadUnlessAt {
+                name: "c",
+                version: 2,
+            },
+        ];
+        let head = reply(vec![
+            Value::BulkString(b"delta".to_vec()),
+            Value::Int(5),
+            Value::BulkString(b"1700000000000000".to_vec()),
+            Value::Int(1_700_000_000_000_000),
+        ]);
+        let value = reply(vec![
+            head,
+            reply(vec![]),
+            reply(vec![Value::Int(0), Value::Int(0), reply(good())]),
+        ]);
+        let parsed = parse_changes(&reqs, &value).unwrap();
+        assert!(parsed.delta);
+        assert!(parsed.answers[0].is_none(), "vouched for");
+        // A 0 for a plain read is a malformed answer, not a promise.
+        assert!(parsed.answers[1].as_ref().unwrap().is_err());
+        assert_eq!(
+            parsed.answers[2]
+                .as_ref()
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .version,
+            7
+        );
+        // `poll` replies never vouch.
+        let (answers, _) = parse_poll(
+            &reqs,
+            &reply(vec![Value::Int(0), reply(good()), reply(good())]),
+        )
+        .unwrap();
+        assert!(answers[0].is_err());
+    }
+
+    #[test]
     fn durations_round_up_and_are_clamped() {
         assert_eq!(ttl_ms(Duration::ZERO), 1);
         assert_eq!(ttl_ms(Duration::from_micros(1)), 1);

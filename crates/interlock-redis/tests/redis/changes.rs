@@ -120,6 +120,46 @@ fn r17_12_views_from_notices_are_vouched_for_not_read() {
 }
 
 #[test]
+fn r16_15_a_log_member_of_another_format_makes_the_answer_full() {
+    let server = Server::start();
+    let s = storage(&server);
+    let names: Vec<String> = (0..5).map(|i| format!("svc-{i}")).collect();
+    let mut versions = Vec::new();
+    for name in &names {
+        versions.push(s.close(name, TTL, None).unwrap().version);
+    }
+    let first = s
+        .poll_changes(None, &[PollRequest::Read { name: &names[0] }])
+        .unwrap();
+    let epoch = first.epoch.unwrap();
+    let v = s.trip_open(&names[1], TTL, None).unwrap().version;
+    // A writer of another release logs `epoch:time:key`, without the
+    // version: the script cannot vouch for anything, nor tell which key.
+    let _: () = redis::cmd("ZADD")
+        .arg("interlock:{cb}:%changes")
+        .arg(epoch.counter + 2)
+        .arg(format!("{}:1:interlock:{{cb}}:svc-2", epoch.counter + 2))
+        .query(&mut server.admin())
+        .unwrap();
+    let requests = [
+        PollRequest::ReadUnlessAt {
+            name: &names[1],
+            version: v,
+        },
+        PollRequest::ReadIfChanged { name: &names[2] },
+        PollRequest::ReadIfChanged { name: &names[3] },
+    ];
+    let poll = s.poll_changes(Some(epoch), &requests).unwrap();
+    assert_eq!(poll.unanswered(), 0, "a full answer: every request read");
+    let got: Vec<u64> = poll
+        .answers
+        .into_iter()
+        .map(|a| a.unwrap().unwrap().version)
+        .collect();
+    assert_eq!(got, [v, versions[2], versions[3]]);
+}
+
+#[test]
 fn r16_15_a_change_poll_from_an_epoch_answers_what_changed_and_says_so() {
     let server = Server::start();
     let s = storage(&server);
