@@ -6,41 +6,55 @@
 //! mode it reports the server's CPU (`INFO cpu`: `used_cpu_sys` +
 //! `used_cpu_user`) per instance-poll, the commands per poll (`INFO
 //! commandstats`), and how long a change took to reach every instance
-//! (p50, p99).
+//! (p50, p99, max).
 //!
 //! ```sh
 //! cargo run --release -p interlock-redis --example fleet_sim -- \
-//!     --instances 50 --breakers 1000 --change-rate 0.01 --seconds 30
+//!     --instances 50 --breakers 1000 --change-rate 0.01 --seconds 20 --rounds 3
 //! ```
 //!
 //! Options (defaults in brackets): `--instances` [50], `--breakers` [1000],
 //! `--change-rate` [0.01] (changes per breaker per second: a change is a
 //! trip of a CLOSED breaker, or the close that follows it `--hold-ms`
-//! [500] later), `--seconds` [30] measured after a warm-up, `--poll-ms`
-//! [1000], `--notices` [on|off], `--modes` [none-full,full,none-index,index]
+//! [500] later), `--seconds` [30] per measured window, `--rounds` [3],
+//! `--poll-ms` [1000], `--notices` [on|off], `--modes` [full,index]
 //! (`full`: the change index off, every poll reads every breaker; `index`:
-//! the default; `none-…`: the same instances, subscriptions and writes
-//! with the index off or on, but no poll after the first: the baseline of
-//! the mode after it).
+//! the default).
 //!
-//! Per mode it prints the server's CPU in the window (`cpu ms`: all of it,
-//! the writer's writes, their notices to every subscriber and the server's
-//! housekeeping included), and per instance-poll: `cpu us/poll`, the CPU
-//! above the preceding `none-…` baseline divided by the polls (what the
-//! polls added),
-//! `script us/poll`, the `EVALSHA` time of `INFO commandstats` above the
-//! baseline's, divided by the polls (the scripts alone, without the
-//! network), and the commands each poll sent (`evalsha`) and ran inside
-//! its script (`hmget`: hashes read, the writer's own included; `zset`:
-//! index lookups).
+//! Method. Each mode builds one fleet, waits until every instance has
+//! polled three times (counted when answered), starts the writer, and then
+//! measures `rounds` pairs of windows of `--seconds` each: polls **off**
+//! (the coordinators still poll, but the storage answers in the process,
+//! every request left unanswered, so nothing reaches the server: the
+//! window holds only the writes, their notices to every subscriber and
+//! the server's housekeeping), then polls **on**. Each window starts after
+//! a settling time of two poll intervals, so polls in flight at a switch
+//! and each instance's first poll after one (which catches up with the
+//! window before) are not counted. What the polls cost is the difference
+//! of the two windows of a pair, on the same fleet and the same writer, so
+//! no second fleet's noise is subtracted; the median of the rounds is
+//! reported.
+//!
+//! Per round it prints the server's CPU (`INFO cpu`: `used_cpu_sys` +
+//! `used_cpu_user`) in both windows, and per instance-poll of the on
+//! window: `cpu us/poll`, the CPU above the off window; `script us/poll`,
+//! the `EVALSHA` time of `INFO commandstats` above the off window's
+//! (scaled to the writes; the scripts alone, in wall time, without the
+//! request around them); the commands each poll sent (`evalsha`) and ran
+//! inside its script (`hmget`: hashes read; `zset`: index lookups), both
+//! above the off window's. Propagation (p50, p99, max) is from each write
+//! in an on window to the moment each instance's cached view has its
+//! version; a change no instance saw within 10 s counts as missed.
 //!
 //! Before the fleet, a probe (`--probe` [2000] polls, 0 to skip) measures
 //! one poll alone on the server: one storage polls every breaker (all of
 //! them written, so every hash exists), with the index from the same epoch
 //! each time, after which the changes one poll interval brings at the
 //! change rate were written (so the loop writes nothing and every poll
-//! reads exactly those). The full read is probed with a tenth of the
-//! polls.
+//! finds exactly those): read (`ReadIfChanged`, an instance that missed
+//! their notices) and vouched for (`ReadUnlessAt` the version written, an
+//! instance whose notices brought them). The full read is probed with a
+//! tenth of the polls.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 // a command-line tool
 // A measurement on a real server in real time: wall time and sleeps are its job.
@@ -76,6 +90,7 @@ struct Args {
     notices: bool,
     modes: Vec<String>,
     probe: usize,
+    rounds: usize,
 }
 
 fn parse_args() -> Result<Args, Error> {
@@ -87,13 +102,9 @@ fn parse_args() -> Result<Args, Error> {
         seconds: 30,
         poll: Duration::from_millis(1000),
         notices: true,
-        modes: vec![
-            "none-full".into(),
-            "full".into(),
-            "none-index".into(),
-            "index".into(),
-        ],
+        modes: vec!["full".into(), "index".into()],
         probe: 2000,
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -108,6 +119,7 @@ fn parse_args() -> Result<Args, Error> {
             "--notices" => a.notices = value == "on",
             "--modes" => a.modes = value.split(',').map(str::to_owned).collect(),
             "--probe" => a.probe = value.parse()?,
+            "--rounds" => a.rounds = value.parse::<usize>()?.max(1),
             _ => return Err(format!("unknown option {flag}").into()),
         }
     }
@@ -205,6 +217,10 @@ fn command_calls(con: &mut redis::Connection) -> Result<HashMap<String, u64>, Er
 struct Counting {
     inner: RedisStorage<redis::Connection>,
     polls: Arc<AtomicU64>,
+    /// Off: a poll is answered here, every request left unanswered (as if
+    /// nothing changed), and nothing reaches the server: the baseline
+    /// windows of the same fleet.
+    on: Arc<AtomicBool>,
 }
 
 impl Storage for Counting {
@@ -267,17 +283,27 @@ impl Storage for Counting {
     ) -> Result<SharedState, StorageError> {
         self.inner.restore(name, expected, state, ttl)
     }
+    // Counted once answered: a warm-up that waits for polls waits for
+    // their scripts to finish too.
     fn poll_many(&self, requests: &[PollRequest<'_>]) -> Result<PollAnswers, StorageError> {
+        let answers = self.inner.poll_many(requests);
         self.polls.fetch_add(1, Ordering::Relaxed);
-        self.inner.poll_many(requests)
+        answers
     }
     fn poll_changes(
         &self,
         since: Option<Epoch>,
         requests: &[PollRequest<'_>],
     ) -> Result<ChangePoll, StorageError> {
+        if !self.on.load(Ordering::Relaxed) {
+            return Ok(ChangePoll {
+                epoch: since,
+                answers: requests.iter().map(|_| None).collect(),
+            });
+        }
+        let poll = self.inner.poll_changes(since, requests);
         self.polls.fetch_add(1, Ordering::Relaxed);
-        self.inner.poll_changes(since, requests)
+        poll
     }
     fn subscribe(&self, sink: NoticeSink) -> bool {
         self.inner.subscribe(sink)
@@ -300,6 +326,8 @@ struct Change {
     at: Instant,
     /// Which instances have not seen it yet.
     unseen: Vec<usize>,
+    /// The window it was written in (even: polls off, odd: on).
+    window: usize,
 }
 
 /// xorshift64*: enough randomness to pick breakers, no dependency.
@@ -315,12 +343,19 @@ impl Rng {
     }
 }
 
-/// What one mode measured.
-struct Report {
+/// What one window of a mode measured.
+#[derive(Default)]
+struct Window {
     polls: u64,
     cpu_s: f64,
     calls: HashMap<String, u64>,
     writes: u64,
+}
+
+/// What one mode measured: its windows, alternately polls off and on, and
+/// the propagation of the changes written in the windows with polls on.
+struct Report {
+    windows: Vec<Window>,
     latencies: Vec<Duration>,
     missed: usize,
 }
@@ -338,26 +373,33 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// The server's counters at one instant.
+struct Mark {
+    cpu: f64,
+    calls: HashMap<String, u64>,
+    polls: u64,
+    writes: u64,
+}
+
+/// One fleet in `mode` (`full`: the change index off; `index`: on), its
+/// writer running throughout, measured in `2 × rounds` windows of
+/// `seconds`: polls off (answered in the process, so the window is the
+/// fleet's baseline: writes, notices, housekeeping), then on, and so on.
 fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
-    let index = mode.ends_with("index");
+    let index = mode == "index";
     let mut admin = server.admin()?;
     let _: () = redis::cmd("FLUSHALL").query(&mut admin)?;
     let ttl = Duration::from_secs(300);
     let polls = Arc::new(AtomicU64::new(0));
+    let on = Arc::new(AtomicBool::new(true));
     let names: Vec<String> = (0..args.breakers).map(|i| format!("host-{i}")).collect();
     let config = Config::builder()
         .wait_duration_in_open(Duration::from_secs(30))
         .build()?;
-    let baseline = mode.starts_with("none");
-    let poll_interval = if baseline {
-        Duration::from_secs(3600)
-    } else {
-        args.poll
-    };
     let mut instances = Vec::with_capacity(args.instances);
     for _ in 0..args.instances {
         let storage = RedisStorage::from_client(server.client(), Duration::from_secs(2))
-            .poll_interval(poll_interval)
+            .poll_interval(args.poll)
             .state_ttl(ttl)
             .notifications(args.notices)
             .change_index(index)
@@ -365,6 +407,7 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
         let lane = Coordinator::blocking(Counting {
             inner: storage,
             polls: polls.clone(),
+            on: on.clone(),
         });
         let breakers = names
             .iter()
@@ -384,8 +427,7 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
     // connections open, the first full polls done).
     let n = u64::try_from(args.instances)?;
     let deadline = Instant::now() + Duration::from_secs(120);
-    let warm = if baseline { n } else { 3 * n };
-    while polls.load(Ordering::Relaxed) < warm {
+    while polls.load(Ordering::Relaxed) < 3 * n {
         if Instant::now() > deadline {
             return Err("the instances did not poll within 2 minutes".into());
         }
@@ -395,8 +437,14 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
     let pending: Arc<Mutex<Vec<Change>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
+    let window_no = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (pending, stop, writes) = (pending.clone(), stop.clone(), writes.clone());
+        let (pending, stop, writes, window_no) = (
+            pending.clone(),
+            stop.clone(),
+            writes.clone(),
+            window_no.clone(),
+        );
         let storage = RedisStorage::from_client(server.client(), Duration::from_secs(2))
             .notifications(args.notices)
             .change_index(index)
@@ -416,6 +464,7 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
                     version,
                     at: Instant::now(),
                     unseen: everyone.clone(),
+                    window: usize::try_from(window_no.load(Ordering::Relaxed)).unwrap_or(0),
                 });
             };
             let mut next = Instant::now();
@@ -451,25 +500,63 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
         })
     };
 
-    let cpu0 = server_cpu(&mut admin)?;
-    let calls0 = command_calls(&mut admin)?;
-    let polls0 = polls.load(Ordering::Relaxed);
-    let writes0 = writes.load(Ordering::Relaxed);
-    let start = Instant::now();
+    let mark = |admin: &mut redis::Connection| -> Result<Mark, Error> {
+        Ok(Mark {
+            cpu: server_cpu(admin)?,
+            calls: command_calls(admin)?,
+            polls: polls.load(Ordering::Relaxed),
+            writes: writes.load(Ordering::Relaxed),
+        })
+    };
     let window = Duration::from_secs(args.seconds);
+    let count = 2 * args.rounds;
+    let mut windows = Vec::with_capacity(count);
     let mut latencies = Vec::new();
     let mut missed = 0;
-    let mut end = None;
+    // Each window begins after a settling time of two poll intervals (and
+    // at least a second): after a switch off, polls in flight end; after a
+    // switch on, each instance's first poll catches up with the window
+    // before (its view of what changed there was answered in the process,
+    // so the poll reads it), and that transient is not what a fleet that
+    // always polls costs.
+    let settle = (2 * args.poll).max(Duration::from_secs(1));
+    on.store(false, Ordering::Relaxed);
+    let mut current = 0;
+    let mut start = Instant::now() + settle;
+    let mut from: Option<Mark> = None;
     loop {
         let now = Instant::now();
-        if end.is_none() && now.duration_since(start) >= window {
-            end = Some((
-                server_cpu(&mut admin)?,
-                command_calls(&mut admin)?,
-                polls.load(Ordering::Relaxed),
-                writes.load(Ordering::Relaxed),
-            ));
-            stop.store(true, Ordering::Relaxed);
+        if current < count && from.is_none() && now >= start {
+            from = Some(mark(&mut admin)?);
+        }
+        if current < count
+            && let Some(from) = from.take_if(|_| now.duration_since(start) >= window)
+        {
+            let to = mark(&mut admin)?;
+            let calls = to
+                .calls
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.saturating_sub(from.calls.get(k).copied().unwrap_or(0)),
+                    )
+                })
+                .collect();
+            windows.push(Window {
+                polls: to.polls - from.polls,
+                cpu_s: to.cpu - from.cpu,
+                calls,
+                writes: to.writes - from.writes,
+            });
+            current += 1;
+            window_no.store(u64::try_from(current)?, Ordering::Relaxed);
+            if current == count {
+                stop.store(true, Ordering::Relaxed);
+            } else {
+                on.store(current % 2 == 1, Ordering::Relaxed);
+                start = Instant::now() + settle;
+            }
         }
         {
             let mut pending = pending.lock().expect("not poisoned");
@@ -478,7 +565,7 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
                     let seen = instances[i].breakers[change.breaker]
                         .shared_view()
                         .is_some_and(|v| v.version >= change.version);
-                    if seen {
+                    if seen && change.window % 2 == 1 {
                         latencies.push(now.duration_since(change.at));
                     }
                     !seen
@@ -491,27 +578,16 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
                 }
                 !c.unseen.is_empty() && !lost
             });
-            if end.is_some() && pending.is_empty() {
+            if current == count && pending.is_empty() {
                 break;
             }
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     writer.join().map_err(|_| "the writer panicked")??;
-    let (cpu1, calls1, polls1, writes1) = end.expect("set before the loop ends");
-    let calls = calls1
-        .into_iter()
-        .map(|(k, v)| {
-            let before = calls0.get(&k).copied().unwrap_or(0);
-            (k, v.saturating_sub(before))
-        })
-        .collect();
     latencies.sort_unstable();
     Ok(Report {
-        polls: polls1 - polls0,
-        cpu_s: cpu1 - cpu0,
-        calls,
-        writes: writes1 - writes0,
+        windows,
         latencies,
         missed,
     })
@@ -521,12 +597,16 @@ fn run(server: &Server, args: &Args, mode: &str) -> Result<Report, Error> {
 /// `breakers` existing hashes by one storage. With the index, every poll
 /// asks from the same epoch, after which `changes` records were written:
 /// so each poll finds exactly those changes, and the loop itself writes
-/// nothing. Returns microseconds per poll.
+/// nothing. With `vouch`, the poll asks for the changed ones as an
+/// instance that adopted their notices does (`ReadUnlessAt` the version
+/// written: vouched for, not read); without, as one that did not
+/// (`ReadIfChanged`: read). Returns microseconds per poll.
 fn probe(
     server: &Server,
     breakers: usize,
     index: bool,
     changes: usize,
+    vouch: bool,
     polls: usize,
 ) -> Result<f64, Error> {
     let mut admin = server.admin()?;
@@ -544,21 +624,30 @@ fn probe(
         .iter()
         .map(|name| PollRequest::Read { name })
         .collect();
-    let ifs: Vec<PollRequest<'_>> = names
-        .iter()
-        .map(|name| PollRequest::ReadIfChanged { name })
-        .collect();
     let epoch = s.poll_changes(None, &reads)?.epoch;
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut written = HashMap::new();
     for _ in 0..changes {
-        s.close(&names[rng.below(names.len())], ttl, None)?;
+        let b = rng.below(names.len());
+        written.insert(b, s.close(&names[b], ttl, None)?.version);
     }
+    let ifs: Vec<PollRequest<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match written.get(&i) {
+            Some(&version) if vouch => PollRequest::ReadUnlessAt { name, version },
+            _ => PollRequest::ReadIfChanged { name },
+        })
+        .collect();
     let requests = if epoch.is_some() { &ifs } else { &reads };
     let cpu0 = server_cpu(&mut admin)?;
     for _ in 0..polls {
         let poll = s.poll_changes(epoch, requests)?;
-        if index && poll.unanswered() + changes < breakers {
+        if index && poll.unanswered() + written.len() < breakers {
             return Err("the probe's poll read more than the changes".into());
+        }
+        if index && vouch && poll.unanswered() < breakers {
+            return Err("the probe's poll read a breaker it could vouch for".into());
         }
     }
     let cpu = server_cpu(&mut admin)? - cpu0;
@@ -571,103 +660,131 @@ fn main() -> Result<(), Error> {
     let server = Server::start()?;
     println!(
         "fleet: {} instances x {} breakers, {} changes per breaker per second (hold {} ms), \
-         poll every {} ms, notices {}, {} s measured per mode",
+         poll every {} ms, notices {}, {} rounds of two {} s windows (polls off, on) per mode",
         args.instances,
         args.breakers,
         args.change_rate,
         args.hold.as_millis(),
         args.poll.as_millis(),
         if args.notices { "on" } else { "off" },
+        args.rounds,
         args.seconds
     );
-    println!(
-        "{:<10} {:>6} {:>6} {:>8} {:>11} {:>14} {:>12} {:>10} {:>9} {:>9} {:>9} {:>6}",
-        "mode",
-        "polls",
-        "writes",
-        "cpu ms",
-        "cpu us/poll",
-        "script us/poll",
-        "evalsha/poll",
-        "hmget/poll",
-        "zset/poll",
-        "prop p50",
-        "prop p99",
-        "missed"
-    );
+    let mut full_probe = None;
     if args.probe > 0 {
         let changes = (args.change_rate * args.breakers as f64 * args.poll.as_secs_f64()).round();
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let changes = changes as usize;
-        let full = probe(&server, args.breakers, false, changes, args.probe / 10)?;
-        let idle = probe(&server, args.breakers, true, 0, args.probe)?;
-        let changed = probe(&server, args.breakers, true, changes, args.probe)?;
+        let full = probe(
+            &server,
+            args.breakers,
+            false,
+            changes,
+            false,
+            args.probe / 10,
+        )?;
+        let idle = probe(&server, args.breakers, true, 0, false, args.probe)?;
+        let changed = probe(&server, args.breakers, true, changes, false, args.probe)?;
+        let vouched = probe(&server, args.breakers, true, changes, true, args.probe)?;
         println!(
             "probe ({} polls alone on the server, {} existing breakers): server CPU per poll: \
-             full read {full:.1} us; change poll {idle:.1} us idle, {changed:.1} us after {changes} \
-             changes (1/{:.0} of the full read)",
+             full read {full:.1} us; change poll {idle:.1} us idle, after {changes} changes \
+             {changed:.1} us read (1/{:.0} of the full read), {vouched:.1} us vouched for \
+             (1/{:.0})",
             args.probe,
             args.breakers,
-            full / changed.max(0.001)
+            full / changed.max(0.001),
+            full / vouched.max(0.001)
         );
+        full_probe = Some(full);
     }
-    let mut base: Option<(f64, f64, f64)> = None;
+    println!(
+        "{:<6} {:>5} {:>6} {:>6} {:>9} {:>9} {:>11} {:>14} {:>12} {:>10} {:>9}",
+        "mode",
+        "round",
+        "polls",
+        "writes",
+        "off cpu",
+        "on cpu",
+        "cpu us/poll",
+        "script us/poll",
+        "evalsha/poll",
+        "hmget/poll",
+        "zset/poll"
+    );
+    let mut fleet_full = None;
     for mode in &args.modes {
-        if !["none-full", "full", "none-index", "index"].contains(&mode.as_str()) {
+        if !["full", "index"].contains(&mode.as_str()) {
             return Err(format!("unknown mode {mode}").into());
         }
         let r = run(&server, &args, mode)?;
-        #[allow(clippy::cast_precision_loss)]
-        let polls = r.polls.max(1) as f64;
-        let get = |k: &str| r.calls.get(k).copied().unwrap_or(0);
-        let zset: u64 = [
-            "zadd",
-            "zrange",
-            "zrangebyscore",
-            "zremrangebyrank",
-            "zremrangebyscore",
-        ]
-        .iter()
-        .map(|k| get(k))
-        .sum();
-        // What the writes and the idle fleet cost, per write and per second.
-        #[allow(clippy::cast_precision_loss)]
-        let (cpu_s, script_us, hmget) = (r.cpu_s, get("evalsha.usec") as f64, get("hmget") as f64);
-        let (base_cpu, base_script, _) = base.unwrap_or((0.0, 0.0, 0.0));
-        if mode.starts_with("none") {
-            base = Some((cpu_s, script_us, hmget));
-        }
-        #[allow(clippy::cast_precision_loss)]
-        let evalsha = get("evalsha").saturating_sub(r.writes) as f64;
-        if mode.starts_with("none") {
+        let mut per_poll = Vec::new();
+        for (round, pair) in r.windows.chunks(2).enumerate() {
+            let [off, on] = pair else { continue };
+            #[allow(clippy::cast_precision_loss)]
+            let polls = on.polls.max(1) as f64;
+            #[allow(clippy::cast_precision_loss)]
+            let get = |w: &Window, k: &str| w.calls.get(k).copied().unwrap_or(0) as f64;
+            // The writes' own script time and hash reads, from the window
+            // without polls, scaled to this window's writes.
+            #[allow(clippy::cast_precision_loss)]
+            let scale = on.writes as f64 / (off.writes.max(1) as f64);
+            let above = |k: &str| (get(on, k) - get(off, k) * scale).max(0.0) / polls;
+            let zset: f64 = [
+                "zadd",
+                "zrange",
+                "zrangebyscore",
+                "zremrangebyrank",
+                "zremrangebyscore",
+            ]
+            .iter()
+            .map(|k| above(k))
+            .sum();
+            let cpu = (on.cpu_s - off.cpu_s) * 1e6 / polls;
+            per_poll.push(cpu);
             println!(
-                "{:<10} {:>6} {:>6} {:>8.1}   (the baseline of the next mode: its writes, notices \
-                 and idle fleet, no polls)",
+                "{:<6} {:>5} {:>6} {:>6} {:>7.0}ms {:>7.0}ms {:>11.1} {:>14.1} {:>12.2} {:>10.2} {:>9.2}",
                 mode,
-                r.polls,
-                r.writes,
-                cpu_s * 1e3
+                round + 1,
+                on.polls,
+                on.writes,
+                off.cpu_s * 1e3,
+                on.cpu_s * 1e3,
+                cpu,
+                above("evalsha.usec"),
+                above("evalsha"),
+                above("hmget"),
+                zset,
             );
-            continue;
         }
-        let marginal = |x: f64, b: f64| (x - b).max(0.0);
-        #[allow(clippy::cast_precision_loss)]
-        let zset_per_poll = zset as f64 / polls;
+        per_poll.sort_by(f64::total_cmp);
+        let median = per_poll.get(per_poll.len() / 2).copied().unwrap_or(0.0);
         println!(
-            "{:<10} {:>6} {:>6} {:>8.1} {:>11.1} {:>14.1} {:>12.2} {:>10.1} {:>9.1} {:>7.1}ms {:>7.1}ms {:>6}",
-            mode,
-            r.polls,
-            r.writes,
-            cpu_s * 1e3,
-            marginal(cpu_s, base_cpu) * 1e6 / polls,
-            marginal(script_us, base_script) / polls,
-            evalsha / polls,
-            hmget / polls,
-            zset_per_poll,
+            "{mode}: median server CPU per instance-poll {median:.1} us; propagation of the \
+             changes written with polls on: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, {} \
+             observed, {} missed",
             percentile(&r.latencies, 0.5).as_secs_f64() * 1e3,
             percentile(&r.latencies, 0.99).as_secs_f64() * 1e3,
+            percentile(&r.latencies, 1.0).as_secs_f64() * 1e3,
+            r.latencies.len(),
             r.missed
         );
+        if mode == "full" {
+            fleet_full = Some(median);
+        }
+        if mode == "index" {
+            let ratio = |full: Option<f64>| {
+                full.map_or_else(
+                    || "-".to_owned(),
+                    |f| format!("1/{:.0}", f / median.max(0.001)),
+                )
+            };
+            println!(
+                "index: {} of the probe's full read, {} of the fleet's full-read poll",
+                ratio(full_probe),
+                ratio(fleet_full)
+            );
+        }
     }
     Ok(())
 }

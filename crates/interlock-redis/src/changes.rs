@@ -23,7 +23,9 @@ pub(crate) struct Pending<'r, 'a> {
 
 impl<'r, 'a> Pending<'r, 'a> {
     /// Plans a poll of `requests` from `since`: without an epoch every
-    /// request must be answered, with one only the reads and begins.
+    /// request must be answered, with one only the reads and begins (a
+    /// [`PollRequest::ReadUnlessAt`] goes with them: the script vouches
+    /// for its version or reads it).
     pub(crate) fn new(since: Option<Epoch>, requests: &'r [PollRequest<'a>]) -> Self {
         let must = (0..requests.len())
             .filter(|&i| {
@@ -60,7 +62,7 @@ impl<'r, 'a> Pending<'r, 'a> {
         self.layout_notice(layout, reply.notice_error.as_deref());
         let first: Vec<usize> = self.must.iter().take(MAX_BATCH).copied().collect();
         for (i, answer) in first.into_iter().zip(reply.answers) {
-            self.answers[i] = Some(answer.map_err(StorageError::from));
+            self.answers[i] = answer.map(|a| a.map_err(StorageError::from));
         }
         let mut rest: Vec<usize> = self.must.iter().skip(MAX_BATCH).copied().collect();
         if self.since.is_some() {
@@ -102,7 +104,7 @@ impl<'r, 'a> Pending<'r, 'a> {
     pub(crate) fn settle_chunk(&mut self, layout: &Resolved, chunk: &[usize], reply: ChangesReply) {
         self.layout_notice(layout, reply.notice_error.as_deref());
         for (&i, answer) in chunk.iter().zip(reply.answers) {
-            self.answers[i] = Some(answer.map_err(StorageError::from));
+            self.answers[i] = answer.map(|a| a.map_err(StorageError::from));
         }
     }
 

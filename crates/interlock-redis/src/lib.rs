@@ -179,8 +179,10 @@
 //!   (per thousand breakers) instead of one per breaker;
 //!   `batched_polling(false)` goes back to one call per breaker.
 //! - **Change index** (issue 29). Every write script also bumps the
-//!   storage's epoch and logs its key, so a poll reads only the breakers
-//!   written or expired since the coordinator's previous poll: an idle poll
+//!   storage's epoch and logs its key and the version it wrote, so a poll
+//!   reads only the breakers written or expired since the coordinator's
+//!   previous poll, and not even those whose change a notice already
+//!   brought (the script vouches for the version instead): an idle poll
 //!   reads no hash at all, whatever the number of breakers, and a full read
 //!   happens only on a first poll, on a cursor the index cannot answer (a
 //!   lost or restored history, over 1,000 changes) and every

@@ -94,9 +94,10 @@ end
 
 -- The change index (issue 29), when the script was given its keys: a
 -- sorted set of the last LOG_CAP applied writes, member
--- '<epoch>:<server time in us>:<key>' scored by the epoch (the highest
--- score is the storage's epoch), and a sorted set of every key scored by
--- the millisecond its lifetime ends. nil: this storage keeps no index.
+-- '<epoch>:<server time in us>:<version written>:<key>' scored by the
+-- epoch (the highest score is the storage's epoch), and a sorted set of
+-- every key scored by the millisecond its lifetime ends. nil: this
+-- storage keeps no index.
 local index_key, expiry_key
 local LOG_CAP = 10000
 local EXPIRY_RETAIN_MS = 3600000
@@ -107,14 +108,16 @@ local function top_of(log)
   return tonumber(top[2]), string.match(top[1], '^%d+:(%d+):') or '0'
 end
 
--- A key's lifetime was set to ttl_ms from now; `changed`: the hash was
--- rewritten too, which takes the next epoch.
-local function note(key, ttl_ms, changed)
+-- A key's lifetime was set to ttl_ms from now; `version`: the hash was
+-- rewritten too, at that version, which takes the next epoch (nil: only
+-- the lifetime).
+local function note(key, ttl_ms, version)
   if not index_key then return end
   local ms = math.floor(now_us() / 1000)
-  if changed then
+  if version then
     local epoch = top_of(index_key) + 1
-    redis.call('ZADD', index_key, epoch, digits(epoch) .. ':' .. digits(now_us()) .. ':' .. key)
+    redis.call('ZADD', index_key, epoch,
+      digits(epoch) .. ':' .. digits(now_us()) .. ':' .. digits(version) .. ':' .. key)
     redis.call('ZREMRANGEBYRANK', index_key, 0, -(LOG_CAP + 1))
   end
   -- Both outlive every key they describe by the retention window, so a
@@ -140,7 +143,7 @@ local function save(key, s, ttl_ms, channel)
     'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
     'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
   redis.call('PEXPIRE', key, ttl_ms)
-  note(key, ttl_ms, true)
+  note(key, ttl_ms, s.version)
   if channel ~= '' then
     -- '<version> <key>', then the record after a newline (a key never
     -- holds a control character): 'state opened_at permitted remaining
@@ -208,7 +211,7 @@ local s = load(key)
 if fenced_out(s, ARGV[3]) then return reply(0, s) end
 if s.state == 'open' then
   redis.call('PEXPIRE', key, ARGV[2])
-  note(key, ARGV[2], false)
+  note(key, ARGV[2], nil)
   return reply(0, s)
 end
 local open = fresh('open', now_us(), bump(s.version))
@@ -329,12 +332,16 @@ return out
 /// = the change index's keys, then the breakers that must be answered;
 /// ARGV = channel, the cursor's epoch ('' for none), its mark (the server
 /// time of the write that made it), its time in ms, the most changes to
-/// answer, the key prefix, then three values per breaker key as `poll`.
+/// answer, the key prefix, then three values per breaker key as `poll`,
+/// or '=', a version, 0 for a read the script may vouch for instead.
 ///
 /// Replies `{head, changed, answers}`: head = {'delta' or 'full', epoch,
 /// mark, server time in us}, taken before anything else; changed = key
 /// and reply pairs of every record written or expired since the cursor
-/// ('delta' only); answers = one per breaker key, as `poll`.
+/// ('delta' only) that is not among the breaker keys; answers = one per
+/// breaker key, as `poll`, or 0 for a '=' key whose last write since the
+/// cursor (in the log, 'delta' only) wrote exactly that version and which
+/// did not expire since: the caller's view is the record, not read.
 pub(crate) const CHANGES: &str = r"
 index_key, expiry_key = KEYS[1], KEYS[2]
 local channel = ARGV[1]
@@ -343,6 +350,9 @@ local changed = {}
 local since = tonumber(ARGV[2])
 local max = tonumber(ARGV[5])
 local epoch, mark, logged
+-- The version of each key's last write since the cursor, and the keys
+-- that expired since.
+local written, expired = {}, {}
 if since and tonumber(ARGV[4]) - 1000 >= now_ms - EXPIRY_RETAIN_MS then
   -- One lookup: the cursor's own entry first (same epoch, same server
   -- time: the same history), then every write since, the last being the
@@ -350,9 +360,18 @@ if since and tonumber(ARGV[4]) - 1000 >= now_ms - EXPIRY_RETAIN_MS then
   local r = redis.call('ZRANGEBYSCORE', index_key, since, '+inf', 'LIMIT', 0, max + 2)
   local own = ARGV[2] .. ':' .. ARGV[3] .. ':'
   if r[1] and string.sub(r[1], 1, #own) == own and #r <= max + 1 then
-    logged = r
-    local e, m = string.match(r[#r], '^(%d+):(%d+):')
-    epoch, mark = tonumber(e), m
+    logged = {}
+    for i = 2, #r do
+      local v, key = string.match(r[i], '^%d+:%d+:(%d*):(.*)$')
+      -- A member of another format: nothing here can be vouched for.
+      if not v then logged = nil break end
+      logged[#logged + 1] = key
+      written[key] = v
+    end
+    if logged then
+      local e, m = string.match(r[#r], '^(%d+):(%d+):')
+      epoch, mark = tonumber(e), m
+    end
   end
 end
 if not logged then
@@ -360,7 +379,7 @@ if not logged then
   if epoch == 0 then
     -- A history begins: its first epoch is this entry (no key), so the
     -- cursor of every poll names a write of this history.
-    redis.call('ZADD', index_key, 1, '1:' .. digits(now_us()) .. ':')
+    redis.call('ZADD', index_key, 1, '1:' .. digits(now_us()) .. '::')
     redis.call('PEXPIRE', index_key, EXPIRY_RETAIN_MS)
     epoch, mark = top_of(index_key)
   end
@@ -376,11 +395,10 @@ if logged then
       keys[#keys + 1] = key
     end
   end
-  for i = 2, #logged do
-    add(string.match(logged[i], '^%d+:%d+:(.*)$'))
-  end
+  for _, key in ipairs(logged) do add(key) end
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', expiry_key,
       '(' .. digits(tonumber(ARGV[4]) - 1000), now_ms, 'LIMIT', 0, max + 1)) do
+    expired[key] = true
     add(key)
   end
   if #keys <= max then
@@ -399,20 +417,25 @@ if logged then
     end
   end
 end
+local delta = head[1] == 'delta'
 local out = {}
 for i = 3, #KEYS do
   local key = KEYS[i]
   local at = 3 * (i - 2) + 4
-  local ok, r = pcall(function()
-    local wait = ARGV[at]
-    if wait == '' then return read(key) end
-    return begin(key, wait, ARGV[at + 1], ARGV[at + 2], channel)
-  end)
-  if ok then
-    out[i - 2] = r
+  local wait = ARGV[at]
+  if wait == '=' and delta and written[key] == ARGV[at + 1] and not expired[key] then
+    out[i - 2] = 0
   else
-    if type(r) == 'table' then r = r.err or r.message end
-    out[i - 2] = { 'err', tostring(r) }
+    local ok, r = pcall(function()
+      if wait == '' or wait == '=' then return read(key) end
+      return begin(key, wait, ARGV[at + 1], ARGV[at + 2], channel)
+    end)
+    if ok then
+      out[i - 2] = r
+    else
+      if type(r) == 'table' then r = r.err or r.message end
+      out[i - 2] = { 'err', tostring(r) }
+    end
   end
 end
 return { head, changed, out }

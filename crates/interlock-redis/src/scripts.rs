@@ -444,6 +444,7 @@ pub(crate) fn changes_invocation(
                 ttl,
                 ..
             } => inv.arg(wait_us(wait)).arg(permitted).arg(ttl_ms(ttl)),
+            PollRequest::ReadUnlessAt { version, .. } => inv.arg("=").arg(version).arg(0),
             _ => inv.arg("").arg(0).arg(0),
         };
     }
@@ -460,8 +461,9 @@ pub(crate) struct ChangesReply {
     pub(crate) epoch: Epoch,
     /// Each changed key and its record (or the error of that key alone).
     pub(crate) changed: Vec<(Vec<u8>, Result<SharedState, Value>)>,
-    /// One answer per request, as `poll`'s.
-    pub(crate) answers: Vec<Result<SharedState, Error>>,
+    /// One answer per request, as `poll`'s, or `None` where the script
+    /// vouched for a [`PollRequest::ReadUnlessAt`]'s version.
+    pub(crate) answers: Vec<Option<Result<SharedState, Error>>>,
     /// Why a begin's change notice could not be published, if it could not.
     pub(crate) notice_error: Option<String>,
 }
@@ -536,7 +538,7 @@ pub(crate) fn parse_changes(
             ))
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    let (answers, notice) = parse_poll(requests, answers)?;
+    let (answers, notice) = parse_answers(requests, answers, true)?;
     notice_error = notice_error.or(notice);
     Ok(ChangesReply {
         delta,
@@ -563,6 +565,23 @@ pub(crate) type PollReply = (Vec<Result<SharedState, Error>>, Option<String>);
 /// of that request alone. A reply of the wrong shape as a whole (not an
 /// array, or not one item per request) is an error for the whole batch.
 pub(crate) fn parse_poll(requests: &[PollRequest<'_>], value: &Value) -> Result<PollReply, Error> {
+    let (answers, notice) = parse_answers(requests, value, false)?;
+    let answers = answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| Err(Error::reply("poll", "an answer left out"))))
+        .collect();
+    Ok((answers, notice))
+}
+
+/// The answers of a `poll` or `changes` reply, and the first notice error;
+/// with `vouching`, an integer 0 answering a
+/// [`PollRequest::ReadUnlessAt`] is `None` (its version vouched for).
+#[allow(clippy::type_complexity)]
+fn parse_answers(
+    requests: &[PollRequest<'_>],
+    value: &Value,
+    vouching: bool,
+) -> Result<(Vec<Option<Result<SharedState, Error>>>, Option<String>), Error> {
     let items = match value {
         Value::Array(items) => items.as_slice(),
         Value::ServerError(e) => return Err(Error::server("poll", e.clone())),
@@ -580,19 +599,35 @@ pub(crate) fn parse_poll(requests: &[PollRequest<'_>], value: &Value) -> Result<
         .zip(items)
         .map(|(request, item)| {
             let op = poll_op_name(request);
-            if let Value::Array(pair) = item
-                && let [Value::BulkString(tag), message] = pair.as_slice()
-                && tag.as_slice() == b"err"
+            if vouching
+                && matches!(request, PollRequest::ReadUnlessAt { .. })
+                && matches!(item, Value::Int(0))
             {
-                return Err(Error::script_item(op, message));
+                return None;
             }
-            parse(op, item).map(|reply| {
-                notice = notice.take().or(reply.notice_error);
-                reply.state
-            })
+            Some(answer(op, item, &mut notice))
         })
         .collect();
     Ok((answers, notice))
+}
+
+/// One item of a `poll` or `changes` reply: a view, or the error of its
+/// request alone; keeps the first notice error in `notice`.
+fn answer(
+    op: &'static str,
+    item: &Value,
+    notice: &mut Option<String>,
+) -> Result<SharedState, Error> {
+    if let Value::Array(pair) = item
+        && let [Value::BulkString(tag), message] = pair.as_slice()
+        && tag.as_slice() == b"err"
+    {
+        return Err(Error::script_item(op, message));
+    }
+    parse(op, item).map(|reply| {
+        *notice = notice.take().or(reply.notice_error);
+        reply.state
+    })
 }
 
 /// A parsed script reply.
@@ -819,6 +854,53 @@ mod tests {
         assert!(answers[0].as_ref().unwrap_err().is_corrupt());
         assert!(answers[1].as_ref().unwrap_err().is_corrupt());
         assert!(answers[2].is_ok());
+    }
+
+    #[test]
+    fn a_changes_reply_leaves_out_only_vouched_read_unless_ats() {
+        let reqs = [
+            PollRequest::ReadUnlessAt {
+                name: "a",
+                version: 7,
+            },
+            PollRequest::Read { name: "b" },
+            PollRequest::ReadUnlessAt {
+                name: "c",
+                version: 2,
+            },
+        ];
+        let head = reply(vec![
+            Value::BulkString(b"delta".to_vec()),
+            Value::Int(5),
+            Value::BulkString(b"1700000000000000".to_vec()),
+            Value::Int(1_700_000_000_000_000),
+        ]);
+        let value = reply(vec![
+            head,
+            reply(vec![]),
+            reply(vec![Value::Int(0), Value::Int(0), reply(good())]),
+        ]);
+        let parsed = parse_changes(&reqs, &value).unwrap();
+        assert!(parsed.delta);
+        assert!(parsed.answers[0].is_none(), "vouched for");
+        // A 0 for a plain read is a malformed answer, not a promise.
+        assert!(parsed.answers[1].as_ref().unwrap().is_err());
+        assert_eq!(
+            parsed.answers[2]
+                .as_ref()
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .version,
+            7
+        );
+        // `poll` replies never vouch.
+        let (answers, _) = parse_poll(
+            &reqs,
+            &reply(vec![Value::Int(0), reply(good()), reply(good())]),
+        )
+        .unwrap();
+        assert!(answers[0].is_err());
     }
 
     #[test]

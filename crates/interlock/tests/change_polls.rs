@@ -99,19 +99,45 @@ fn r17_12_an_idle_poll_reads_nothing_and_a_change_is_read_alone() {
     assert!(rejects(&breakers[42]));
     assert!(!rejects(&breakers[41]));
     assert_eq!(breakers[7].shared_view().map(|v| v.version), Some(1));
-    // The OPEN view asks to begin HALF_OPEN at every poll, as before.
-    assert_eq!(
-        poll(&storage, &lane),
-        StorageOps {
-            begins: 1,
-            batches: 1,
-            ..StorageOps::default()
-        }
-    );
+    // The OPEN view's wait (10 s) cannot end before the next two polls:
+    // no begin, and as nothing changed, nothing read (R17.13).
+    assert_eq!(poll(&storage, &lane), reads(0));
+    clock.advance(Duration::from_secs(6));
+    assert_eq!(poll(&storage, &lane), reads(0), "still 3 s + 2 polls away");
 }
 
 #[test]
-fn r17_12_a_view_from_the_instances_own_write_is_read_again_once() {
+fn r17_13_an_open_view_asks_to_begin_from_two_polls_before_its_wait_ends() {
+    let clock = ManualClock::new();
+    let storage = storage(&clock);
+    let lane = Coordinator::manual(storage.clone());
+    let b = breaker(&lane, &clock, "payments");
+    let _idle = breaker(&lane, &clock, "search");
+    assert_eq!(poll(&storage, &lane), reads(2), "first: full");
+    storage.trip_open("payments", TTL, None);
+    assert_eq!(poll(&storage, &lane), reads(1), "the trip");
+    assert!(rejects(&b));
+    let begin = StorageOps {
+        begins: 1,
+        batches: 1,
+        ..StorageOps::default()
+    };
+    // wait 10 s, poll_interval 1 s: no begin while the wait ends more than
+    // two polls away by the storage's clock, one at every poll after.
+    clock.advance(Duration::from_millis(7_999));
+    assert_eq!(poll(&storage, &lane), reads(0), "8 s - 1 ms: not due");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(poll(&storage, &lane), begin, "8 s: due within two polls");
+    assert!(rejects(&b), "the begin was early: a no-op");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(poll(&storage, &lane), begin);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(poll(&storage, &lane), begin, "10 s: the wait ended");
+    assert_eq!(b.shared_view().map(|v| v.state), Some(State::HalfOpen));
+}
+
+#[test]
+fn r17_12_a_view_from_the_instances_own_write_is_vouched_for_not_read() {
     let clock = ManualClock::new();
     let storage = storage(&clock);
     let lane = Coordinator::manual(storage.clone());
@@ -125,22 +151,45 @@ fn r17_12_a_view_from_the_instances_own_write_is_read_again_once() {
     }
     lane.run_writes(); // the trip, adopted from its answer
     assert_eq!(b.shared_view().map(|v| v.state), Some(State::Open));
-    // An OPEN view asks to begin HALF_OPEN at every poll, as before.
-    let begin = StorageOps {
-        begins: 1,
-        batches: 1,
-        ..StorageOps::default()
-    };
-    assert_eq!(poll(&storage, &lane), begin);
+    // The view came from the write's answer, not a poll: the poll asks the
+    // storage to vouch for its version, which it does (the trip is the
+    // record's last write since the epoch), so nothing is read; the OPEN's
+    // wait is far off, so no begin either (R17.13).
+    assert_eq!(poll(&storage, &lane), reads(0));
     storage.close("payments", TTL, None);
-    assert_eq!(
-        poll(&storage, &lane),
-        begin,
-        "the close is the begin's answer"
-    );
+    assert_eq!(poll(&storage, &lane), reads(1), "the close is read");
     assert_eq!(b.state(), State::Closed);
     // The CLOSED view came from a poll: skipped from now on.
     assert_eq!(poll(&storage, &lane), reads(0));
+}
+
+#[test]
+fn r17_12_a_view_the_storage_cannot_vouch_for_is_read() {
+    let clock = ManualClock::new();
+    let storage = storage(&clock);
+    let lane = Coordinator::manual(storage.clone());
+    let b = breaker(&lane, &clock, "payments");
+    let _other = breaker(&lane, &clock, "search");
+    for _ in 0..2 {
+        let _ = b.call(|| Err::<(), _>(std::io::Error::other("503")));
+    }
+    lane.run_writes(); // the trip, before any epoch
+    assert_eq!(
+        poll(&storage, &lane),
+        StorageOps {
+            reads: 1,
+            begins: 1,
+            batches: 1,
+            ..StorageOps::default()
+        },
+        "no epoch yet: a full read, where an OPEN view asks to begin, due or not"
+    );
+    // Another instance closes and re-trips it: the view the poll read is
+    // two versions behind, so it is read, not vouched for.
+    storage.close("payments", TTL, None);
+    let v = storage.trip_open("payments", TTL, None).version;
+    assert_eq!(poll(&storage, &lane), reads(1));
+    assert_eq!(b.shared_view().map(|s| s.version), Some(v));
 }
 
 #[test]
@@ -273,13 +322,8 @@ fn r17_12_with_r15_11_a_storage_on_another_history_is_read_in_full_and_repaired(
     *swappable.0.lock().unwrap() = old.clone();
     assert_eq!(
         poll(&old, &lane),
-        StorageOps {
-            reads: 1,
-            begins: 1,
-            batches: 1,
-            ..StorageOps::default()
-        },
-        "another history: a full read (the OPEN view asks to begin)"
+        reads(2),
+        "another history: a full read (the OPEN view's wait is far off: a read, R17.13)"
     );
     lane.run_writes();
     let repaired = old.peek("payments").unwrap();

@@ -69,7 +69,7 @@ fn r16_each_rule_runs_alone_on_a_storage_shared_with_other_runs() {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), RULES.len());
-    assert_eq!(RULES.len(), 29);
+    assert_eq!(RULES.len(), 30);
 }
 
 // --- The suite catches broken storages -------------------------------------
@@ -100,6 +100,9 @@ enum Breakage {
     ChangesTrustAnyEpoch,
     /// `poll_changes` sees writes since the epoch but not expiries.
     ChangesMissExpiry,
+    /// `poll_changes` from an epoch vouches for every `ReadUnlessAt`,
+    /// whatever its version.
+    ChangesVouchForAnyVersion,
 }
 
 #[derive(Debug)]
@@ -235,7 +238,15 @@ impl Storage for Broken {
             }),
             (_, since) => since,
         };
-        Ok(self.inner.poll_changes(since, requests))
+        let mut poll = self.inner.poll_changes(since, requests);
+        if self.how == Breakage::ChangesVouchForAnyVersion && since.is_some() {
+            for (answer, request) in poll.answers.iter_mut().zip(requests) {
+                if matches!(request, PollRequest::ReadUnlessAt { .. }) {
+                    *answer = None;
+                }
+            }
+        }
+        Ok(poll)
     }
 }
 
@@ -344,6 +355,19 @@ fn r16_15_suite_catches_a_change_poll_that_trusts_any_epoch_or_misses_expiries()
     let msg = violation(|| blocking::poll_changes_never_skips_a_change(&s, &clock));
     assert!(
         msg.contains("R16.15 poll_changes_never_skips_a_change") && msg.contains("unanswered"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn r16_15_suite_catches_a_change_poll_that_vouches_for_a_version_it_does_not_hold() {
+    let (s, clock) = Broken::new(Breakage::ChangesVouchForAnyVersion);
+    let msg = violation(|| {
+        blocking::poll_changes_vouches_only_for_the_version_it_holds(&s, &clock);
+    });
+    assert!(
+        msg.contains("R16.15 poll_changes_vouches_only_for_the_version_it_holds")
+            && msg.contains("unanswered"),
         "{msg}"
     );
 }

@@ -11,7 +11,7 @@ use interlock::storage::{Coordinator, Epoch, PollRequest, Storage};
 use interlock::{CircuitBreaker, Timestamp};
 use interlock_redis::{AsyncRedisStorage, Layout, RedisStorage};
 
-use crate::support::Server;
+use crate::support::{Server, eventually};
 use crate::{TTL, config, storage, storage_builder};
 
 /// `n` breakers `host-<i>` on one manual coordinator over a storage of
@@ -60,9 +60,103 @@ fn r17_12_an_idle_poll_reads_no_hash_and_a_poll_after_changes_reads_only_those()
         let open = b.shared_view().is_some_and(|v| v.state == State::Open);
         assert_eq!(open, [5, 500, 999].contains(&i), "host-{i}");
     }
-    // From now on the three OPEN views ask to begin at every poll (a read
-    // of their hash each), the 997 others nothing.
-    assert_eq!(hashes_read_by(&server, || lane.poll()), 3);
+    // The three OPEN views' wait is far off: no begin (R17.13), and
+    // nothing changed, so nothing read.
+    assert_eq!(hashes_read_by(&server, || lane.poll()), 0);
+}
+
+#[test]
+fn r17_12_views_from_notices_are_vouched_for_not_read() {
+    let server = Server::start();
+    let s = storage_builder(&server).build().unwrap();
+    let lane = Coordinator::manual(s);
+    let breakers: Vec<_> = (0..1000)
+        .map(|i| {
+            CircuitBreaker::builder(format!("host-{i}"))
+                .config(config().build().unwrap())
+                .coordinator(&lane)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(10), || server.pubsub_clients() == 1),
+        "subscribed"
+    );
+    assert_eq!(hashes_read_by(&server, || lane.poll()), 1000, "first: full");
+    assert_eq!(hashes_read_by(&server, || lane.poll()), 0, "idle");
+    // Another instance trips three breakers and closes one of them; the
+    // notices bring every write.
+    let other = storage(&server);
+    let mut last = Vec::new();
+    for i in [5, 500, 999] {
+        last.push(other.trip_open(&format!("host-{i}"), TTL, None).unwrap());
+    }
+    last[2] = other.close("host-999", TTL, None).unwrap();
+    let arrived = eventually(Duration::from_secs(10), || {
+        [5, 500, 999]
+            .iter()
+            .zip(&last)
+            .all(|(&i, v)| breakers[i].shared_view().map(|s| s.version) == Some(v.version))
+    });
+    assert!(arrived, "the notices arrive");
+    // The poll asks the script to vouch for the three versions: each is its
+    // record's last write since the epoch, so no hash is read.
+    assert_eq!(hashes_read_by(&server, || lane.poll()), 0, "vouched for");
+    assert_eq!(server.calls_of("evalsha"), 1, "one script per poll");
+    // From a poll's vouching on, they are skipped like any unchanged one.
+    assert_eq!(hashes_read_by(&server, || lane.poll()), 0, "idle again");
+    // Two more writes: whether their notices arrive before the poll (then
+    // vouched for) or not (then read), host-7 is current after it.
+    other.trip_open("host-7", TTL, None).unwrap();
+    other.close("host-7", TTL, None).unwrap();
+    let read = hashes_read_by(&server, || lane.poll());
+    assert!(read <= 1, "at most host-7 is read: {read}");
+    assert_eq!(
+        breakers[7].shared_view().map(|s| s.version),
+        Some(2),
+        "host-7 current after the poll"
+    );
+}
+
+#[test]
+fn r16_15_a_log_member_of_another_format_makes_the_answer_full() {
+    let server = Server::start();
+    let s = storage(&server);
+    let names: Vec<String> = (0..5).map(|i| format!("svc-{i}")).collect();
+    let mut versions = Vec::new();
+    for name in &names {
+        versions.push(s.close(name, TTL, None).unwrap().version);
+    }
+    let first = s
+        .poll_changes(None, &[PollRequest::Read { name: &names[0] }])
+        .unwrap();
+    let epoch = first.epoch.unwrap();
+    let v = s.trip_open(&names[1], TTL, None).unwrap().version;
+    // A writer of another release logs `epoch:time:key`, without the
+    // version: the script cannot vouch for anything, nor tell which key.
+    let _: () = redis::cmd("ZADD")
+        .arg("interlock:{cb}:%changes")
+        .arg(epoch.counter + 2)
+        .arg(format!("{}:1:interlock:{{cb}}:svc-2", epoch.counter + 2))
+        .query(&mut server.admin())
+        .unwrap();
+    let requests = [
+        PollRequest::ReadUnlessAt {
+            name: &names[1],
+            version: v,
+        },
+        PollRequest::ReadIfChanged { name: &names[2] },
+        PollRequest::ReadIfChanged { name: &names[3] },
+    ];
+    let poll = s.poll_changes(Some(epoch), &requests).unwrap();
+    assert_eq!(poll.unanswered(), 0, "a full answer: every request read");
+    let got: Vec<u64> = poll
+        .answers
+        .into_iter()
+        .map(|a| a.unwrap().unwrap().version)
+        .collect();
+    assert_eq!(got, [v, versions[2], versions[3]]);
 }
 
 #[test]

@@ -43,6 +43,11 @@ pub(crate) struct Liveness {
     /// write's answer) is read again at the next change poll, so a storage
     /// that lost those writes is noticed.
     polled: Option<u64>,
+    /// The storage's clock as the last change poll that answered this
+    /// breaker read its epoch, and this breaker's clock when that poll was
+    /// planned (R17.13): the backend's time now is at most their sum plus
+    /// the time since on this clock.
+    poll_anchor: Option<(Timestamp, Timestamp)>,
 }
 
 /// What an answer means next to the cached view.
@@ -353,6 +358,73 @@ impl Inner {
                     .view
                     .is_some_and(|v| cell.liveness.polled == Some(v.version))
         })
+    }
+
+    /// A change poll planned at `sent` (this breaker's clock) answered with
+    /// an epoch read at `backend` (the storage's clock, R17.13).
+    pub(crate) fn anchor_poll(&self, sent: Timestamp, backend: Timestamp) {
+        let mut core = self.core();
+        if let Some(cell) = core.shared.as_mut() {
+            cell.liveness.poll_anchor = Some((sent, backend));
+        }
+    }
+
+    /// The version a change poll may ask the storage to vouch for instead
+    /// of reading the record (R17.12, [`PollRequest::ReadUnlessAt`]): the
+    /// cached view's, when healthy and no repair is pending.
+    ///
+    /// [`PollRequest::ReadUnlessAt`]: crate::storage::PollRequest::ReadUnlessAt
+    pub(crate) fn poll_may_vouch(&self) -> Option<u64> {
+        let core = self.core();
+        let cell = core.shared.as_ref()?;
+        if cell.degraded || cell.liveness.repair_from.is_some() {
+            return None;
+        }
+        cell.view.map(|v| v.version)
+    }
+
+    /// The storage vouched that its record is the one the write of
+    /// `version` left: as good as a poll reading it, if the view is still
+    /// at that version (R17.12).
+    pub(crate) fn mark_vouched(&self, version: u64) {
+        let mut core = self.core();
+        if let Some(cell) = core.shared.as_mut()
+            && cell.view.is_some_and(|v| v.version == version)
+        {
+            cell.liveness.polled = Some(version);
+        }
+    }
+
+    /// Whether a change poll may leave out the begin of the cached shared
+    /// OPEN (R17.13): healthy, no repair pending, and by the storage's
+    /// clock as the last change poll read it, plus the time since on this
+    /// breaker's clock, plus two poll intervals, the wait has not ended,
+    /// and the OPEN is not from the storage's future (which a begin clamps,
+    /// R16.3a). The estimate runs ahead of the storage's clock (the poll was planned
+    /// before the storage read its clock), so a begin is never sent later
+    /// than at the first poll after the wait ends; the two intervals absorb
+    /// a breaker clock that does not move with the storage's.
+    pub(crate) fn begin_not_due(&self, now: Timestamp, poll_interval: Duration) -> bool {
+        let core = self.core();
+        let Some(cell) = core.shared.as_ref() else {
+            return false;
+        };
+        let (Some(view), Some((sent, backend))) = (cell.view, cell.liveness.poll_anchor) else {
+            return false;
+        };
+        if cell.degraded || cell.liveness.repair_from.is_some() || view.state != State::Open {
+            return false;
+        }
+        let backend_now = backend.saturating_add(now.saturating_duration_since(sent));
+        // An OPEN from the storage's future (its clock stepped back, a
+        // foreign writer): the begin clamps it to now (R16.3a), at once.
+        if view.opened_at > backend_now {
+            return false;
+        }
+        let ends = view
+            .opened_at
+            .saturating_add(self.config.wait_duration_in_open());
+        backend_now.saturating_add(poll_interval.saturating_mul(2)) < ends
     }
 
     /// Tells this breaker's listeners that the storage's change notices are

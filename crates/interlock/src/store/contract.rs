@@ -1613,4 +1613,9 @@ suite! {
     /// unanswered, and returns an epoch to go on from that misses nothing
     /// either.
     poll_changes_never_skips_a_change;
+    /// R16.15: a `ReadUnlessAt` is answered unless the record is exactly
+    /// the one its version names: a stale version, one overwritten since,
+    /// an expired or absent record are read, and without an epoch every
+    /// one is.
+    poll_changes_vouches_only_for_the_version_it_holds;
 }

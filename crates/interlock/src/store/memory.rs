@@ -470,7 +470,9 @@ impl MemoryStorage {
     /// Answers a poll that needs only what changed (R16.15), under one
     /// lock: every request as [`poll_many`](Self::poll_many) would, except
     /// that a [`PollRequest::ReadIfChanged`] whose record had no change
-    /// since `since` (no write, no expiry) is left unanswered, when
+    /// since `since` (no write, no expiry), and a
+    /// [`PollRequest::ReadUnlessAt`] whose record was last written since
+    /// `since` at exactly its version (and is live), are left unanswered, when
     /// `since` is an epoch of this storage, not from before its last sweep
     /// of expired keys. Counted as one batch plus the reads and begins
     /// answered.
@@ -525,7 +527,18 @@ impl MemoryStorage {
                 {
                     None
                 }
-                PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => {
+                PollRequest::ReadUnlessAt { name, version }
+                    if since.is_some_and(|e| {
+                        keys.entries.get(name).is_some_and(|entry| {
+                            entry.written_since(&e, now) && entry.state.version == version
+                        })
+                    }) =>
+                {
+                    None
+                }
+                PollRequest::Read { name }
+                | PollRequest::ReadIfChanged { name }
+                | PollRequest::ReadUnlessAt { name, .. } => {
                     self.inner.ops.count(Op::Read);
                     Some(keys.current(name, now))
                 }

@@ -318,7 +318,9 @@ pub trait Storage: Send + Sync + 'static {
     /// Only when the backend cannot answer.
     fn poll_one(&self, request: &PollRequest<'_>) -> Result<SharedState, StorageError> {
         match *request {
-            PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => self
+            PollRequest::Read { name }
+            | PollRequest::ReadIfChanged { name }
+            | PollRequest::ReadUnlessAt { name, .. } => self
                 .read(name)
                 .map(|v| v.unwrap_or_else(SharedState::closed)),
             PollRequest::BeginHalfOpen {
@@ -347,9 +349,13 @@ pub trait Storage: Send + Sync + 'static {
     /// except that a [`PollRequest::ReadIfChanged`] may be left unanswered
     /// (`None`) when `since` is an epoch this storage returned, in its
     /// current history, and the record has had no applied write and has
-    /// not expired since. Every other request is always answered (a begin
-    /// whose wait elapsed is applied), and an unanswered request is a
-    /// promise that its record is as it was at `since`.
+    /// not expired since; and a [`PollRequest::ReadUnlessAt`] may be left
+    /// unanswered when the record's last applied write since `since` wrote
+    /// exactly its version and the record has not expired since. Every
+    /// other request is always answered (a begin whose wait elapsed is
+    /// applied), and an unanswered request is a promise: a `ReadIfChanged`
+    /// that its record is as it was at `since`, a `ReadUnlessAt` that its
+    /// record is the one the write of its version left.
     ///
     /// Returns the epoch the answers are current as of, read atomically
     /// with them or before them (never after: a change in between must
@@ -477,7 +483,9 @@ pub trait AsyncStorage: Send + Sync + 'static {
         let request = *request;
         async move {
             match request {
-                PollRequest::Read { name } | PollRequest::ReadIfChanged { name } => self
+                PollRequest::Read { name }
+                | PollRequest::ReadIfChanged { name }
+                | PollRequest::ReadUnlessAt { name, .. } => self
                     .read(name)
                     .await
                     .map(|v| v.unwrap_or_else(SharedState::closed)),

@@ -54,6 +54,22 @@ pub enum PollRequest<'a> {
         /// The breaker.
         name: &'a str,
     },
+    /// [`Storage::read`](super::Storage::read) of a breaker whose cached
+    /// view is at `version`, but in
+    /// [`Storage::poll_changes`](super::Storage::poll_changes) a storage
+    /// with a change index may leave it unanswered when it can vouch that
+    /// the record is the one its write of `version` left: that write was
+    /// applied since the poll's epoch, in the storage's current history,
+    /// it is the record's last one, and the record has not expired since
+    /// (R16.15). A view adopted from a change notice or from a write's own
+    /// answer is confirmed this way without reading it again. Anywhere else
+    /// it is a [`Read`](Self::Read).
+    ReadUnlessAt {
+        /// The breaker.
+        name: &'a str,
+        /// The version of the caller's view.
+        version: u64,
+    },
 }
 
 impl<'a> PollRequest<'a> {
@@ -63,6 +79,7 @@ impl<'a> PollRequest<'a> {
         match *self {
             PollRequest::Read { name }
             | PollRequest::ReadIfChanged { name }
+            | PollRequest::ReadUnlessAt { name, .. }
             | PollRequest::BeginHalfOpen { name, .. } => name,
         }
     }
@@ -99,7 +116,8 @@ pub struct Epoch {
 /// The answer of [`Storage::poll_changes`](super::Storage::poll_changes):
 /// one entry per request, in order, `None` where a
 /// [`PollRequest::ReadIfChanged`] was left unanswered because its record
-/// did not change, and the epoch to poll from next.
+/// did not change (or a [`PollRequest::ReadUnlessAt`] because the storage
+/// vouched for its version), and the epoch to poll from next.
 ///
 /// ```
 /// use interlock::storage::{ChangePoll, SharedState};

@@ -11,9 +11,13 @@ pub(super) struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    /// The requests of a poll; with `changes` (the lane has an epoch), a
-    /// read of a breaker a poll already read and nothing else changed
-    /// since is a [`PollRequest::ReadIfChanged`] (R17.12).
+    /// The requests of a poll. With `changes` (the lane has an epoch): a
+    /// read of a breaker a poll already read is a
+    /// [`PollRequest::ReadIfChanged`], a read of a healthy view from
+    /// anything else (a notice, a write's answer) a
+    /// [`PollRequest::ReadUnlessAt`] its version (R17.12), and the begin of
+    /// a cached OPEN whose wait cannot have ended is left out: the breaker
+    /// is read as if it were not OPEN (R17.13).
     pub(super) fn plan(
         members: &'a [Arc<Inner>],
         settings: &StorageSettings,
@@ -26,11 +30,20 @@ impl<'a> Batch<'a> {
         for breaker in members {
             let now = breaker.now();
             if let Some(mut request) = breaker.poll_request(now, settings) {
+                if let PollRequest::BeginHalfOpen { name, .. } = request
+                    && changes
+                    && breaker.begin_not_due(now, settings.poll_interval())
+                {
+                    request = PollRequest::Read { name };
+                }
                 if let PollRequest::Read { name } = request
                     && changes
-                    && breaker.poll_may_skip()
                 {
-                    request = PollRequest::ReadIfChanged { name };
+                    if breaker.poll_may_skip() {
+                        request = PollRequest::ReadIfChanged { name };
+                    } else if let Some(version) = breaker.poll_may_vouch() {
+                        request = PollRequest::ReadUnlessAt { name, version };
+                    }
                 }
                 batch.asked.push((breaker, now, breaker.shared_version()));
                 batch.requests.push(request);
@@ -56,11 +69,21 @@ impl<'a> Batch<'a> {
         });
         match answers {
             Ok(poll) => {
-                for ((breaker, now, issued), answer) in self.asked.into_iter().zip(poll.answers) {
-                    if let Some(answer) = answer
-                        && breaker.settle_answer(answer, now, issued).is_some()
-                    {
-                        breaker.mark_polled();
+                let asked = self.asked.into_iter().zip(&self.requests);
+                for (((breaker, now, issued), request), answer) in asked.zip(poll.answers) {
+                    if let Some(epoch) = poll.epoch {
+                        breaker.anchor_poll(now, epoch.at);
+                    }
+                    match (answer, request) {
+                        (Some(answer), _) => {
+                            if breaker.settle_answer(answer, now, issued).is_some() {
+                                breaker.mark_polled();
+                            }
+                        }
+                        (None, PollRequest::ReadUnlessAt { version, .. }) => {
+                            breaker.mark_vouched(*version);
+                        }
+                        (None, _) => {}
                     }
                 }
                 Some(poll.epoch)

@@ -227,3 +227,93 @@ pub(in crate::store::contract) async fn poll_changes_never_skips_a_change<T: Sub
         );
     }
 }
+
+pub(in crate::store::contract) async fn poll_changes_vouches_only_for_the_version_it_holds<
+    T: Subject,
+>(
+    s: &T,
+    t: &dyn StorageTime,
+) {
+    let cx = Cx::new(
+        s,
+        t,
+        "R16.15 poll_changes_vouches_only_for_the_version_it_holds",
+    );
+    let short = cx.short_ttl();
+    let names: Vec<String> = (0..6).map(|_| cx.name()).collect();
+    let [current, stale, twice, expiring, before, _absent] =
+        names.iter().map(String::as_str).collect::<Vec<_>>()[..]
+    else {
+        unreachable!("six names")
+    };
+    let before_v = cx.close(before, None).await;
+    let stale_v = cx.close(stale, None).await;
+    cx.close(twice, None).await;
+    // Without an epoch a ReadUnlessAt is a read, whatever its version.
+    let unknown: Vec<PollRequest<'_>> = names
+        .iter()
+        .map(|name| PollRequest::ReadUnlessAt { name, version: 1 })
+        .collect();
+    let first = cx.ok("poll_changes", s.poll_changes(None, &unknown).await);
+    let epoch = first.epoch;
+    let got = answers(&cx, first, &unknown);
+    let mut want = Vec::new();
+    for name in &names {
+        want.push(cx.read(name).await.unwrap_or_else(SharedState::closed));
+    }
+    for (i, request) in unknown.iter().enumerate() {
+        match got[i] {
+            None => violated!(
+                cx,
+                "without an epoch {request:?} was left unanswered: every request is read"
+            ),
+            Some(answer) => expect_eq!(cx, answer, want[i], "the answer to {request:?}"),
+        }
+    }
+    let Some(epoch) = epoch else {
+        // No change index: every poll is a full read, checked above.
+        return;
+    };
+
+    // After the epoch: `current` written once, `stale` written but asked
+    // at its older version, `twice` written twice and asked at the first
+    // of them, `expiring` written and then expired; `before` unchanged,
+    // `absent` never written.
+    let current_v = cx.trip(current, None).await;
+    cx.trip(stale, None).await;
+    let twice_first = cx.trip(twice, None).await;
+    cx.close(twice, None).await;
+    let expiring_v = short.trip(expiring, None).await;
+    cx.pass_beyond(SHORT_TTL_TICKS);
+    let asked = [
+        current_v.version,
+        stale_v.version,
+        twice_first.version,
+        expiring_v.version,
+        before_v.version,
+        3,
+    ];
+    let requests: Vec<PollRequest<'_>> = names
+        .iter()
+        .zip(asked)
+        .map(|(name, version)| PollRequest::ReadUnlessAt { name, version })
+        .collect();
+    let poll = cx.ok("poll_changes", s.poll_changes(Some(epoch), &requests).await);
+    let got = answers(&cx, poll, &requests);
+    let mut want = Vec::new();
+    for name in &names {
+        want.push(cx.read(name).await.unwrap_or_else(SharedState::closed));
+    }
+    for (i, request) in requests.iter().enumerate() {
+        match got[i] {
+            // An unanswered ReadUnlessAt promises the record is at its version.
+            None if want[i].version != asked[i] || want[i] == SharedState::closed() => violated!(
+                cx,
+                "{request:?} was left unanswered, but the record is {:?}",
+                want[i]
+            ),
+            None => {}
+            Some(answer) => expect_eq!(cx, answer, want[i], "the answer to {request:?}"),
+        }
+    }
+}

@@ -27,6 +27,12 @@ impl Entry {
     pub(super) fn changed_since(&self, since: &Epoch, now: Timestamp) -> bool {
         self.changed > since.counter || (self.expires_at > since.at && self.expires_at <= now)
     }
+
+    /// Whether the entry's current record was written after `since` and is
+    /// live at `now`: the storage can vouch for its version (R16.15).
+    pub(super) fn written_since(&self, since: &Epoch, now: Timestamp) -> bool {
+        self.changed > since.counter && now < self.expires_at
+    }
 }
 
 /// Tells the histories of different storages apart (the `mark` of their
