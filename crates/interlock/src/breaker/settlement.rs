@@ -48,15 +48,24 @@ impl Guard<'_> {
     /// Settles a default-classified call; an error that carries another
     /// breaker's rejection is ignored (the guard is dropped: nothing is
     /// recorded, a probe slot goes back).
-    #[inline]
+    ///
+    /// A success goes straight to [`Inner::settle_success`], inlined into
+    /// the caller with its lock-free paths; an error settles out of line.
+    #[inline(always)]
     pub(super) fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
         match result {
-            Ok(_) => self.settle(Verdict::Success, None, ""),
-            Err(e) => {
-                if let Some(verdict) = self.inner.classify_error(e.as_error()) {
-                    self.settle(verdict, Some(e), std::any::type_name::<E>());
-                }
+            Ok(_) => {
+                let this = std::mem::ManuallyDrop::new(self);
+                this.inner.settle_success(this.ticket);
             }
+            Err(e) => self.settle_error(e),
+        }
+    }
+
+    #[inline(never)]
+    fn settle_error<E: Failure<K>, K>(self, e: &E) {
+        if let Some(verdict) = self.inner.classify_error(e.as_error()) {
+            self.settle(verdict, Some(e), std::any::type_name::<E>());
         }
     }
 }
@@ -89,7 +98,7 @@ impl Inner {
     /// breaker whose machine said a success changes nothing (QUIET_BIT),
     /// with no listener to tell, returns after one clock read and one load:
     /// no lock and no shared write.
-    #[inline]
+    #[inline(always)]
     pub(super) fn settle_success(&self, ticket: Ticket) {
         let end = self.clock.now_unmarked();
         // Wrapping: a clock that went backwards gives a huge duration, which
@@ -106,6 +115,13 @@ impl Inner {
                 return;
             }
         }
+        self.settle_success_at(ticket, end);
+    }
+
+    /// A success that takes the general path: out of line, so that the
+    /// lock-free paths above inline into the caller without its weight.
+    #[inline(never)]
+    fn settle_success_at(&self, ticket: Ticket, end: Timestamp) {
         self.settle_at(ticket, end, Verdict::Success, None, "");
     }
 
