@@ -118,10 +118,39 @@ impl Inner {
         self.settle_success_at(ticket, end);
     }
 
-    /// A success that takes the general path: out of line, so that the
-    /// lock-free paths above inline into the caller without its weight.
+    /// A success that did not take the lock-free paths above: out of line,
+    /// so that they inline into the caller without its weight.
+    ///
+    /// A breaker with listeners comes here for every success
+    /// (`quiet_below_nanos` is zero): the call is measured as the general
+    /// path measures it, and a plain success that changes nothing (quiet)
+    /// or fits a success lane is counted without the lock and reported,
+    /// exactly as the general path would report it (a plain success causes
+    /// no transition, so its event is the only one, R13.4).
     #[inline(never)]
     fn settle_success_at(&self, ticket: Ticket, end: Timestamp) {
+        if !self.listeners.is_empty() {
+            let (measured, elapsed_nanos) = self.measure(ticket.start, end);
+            if elapsed_nanos < self.slow_nanos {
+                let status = self.status.load(Ordering::Acquire);
+                if ticket.quiet_in(status)
+                    || (ticket.tally_in(status)
+                        && self.tally.try_add(ticket.generation(), measured))
+                {
+                    emit(
+                        &self.listeners,
+                        &Event::call_recorded(
+                            self.name(),
+                            Outcome::Success,
+                            Duration::from_nanos(elapsed_nanos),
+                        ),
+                    );
+                    return;
+                }
+            }
+            // A slow call, or one the machine must see: the general path,
+            // from the call's first end reading, as before.
+        }
         self.settle_at(ticket, end, Verdict::Success, None, "");
     }
 
