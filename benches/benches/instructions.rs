@@ -51,6 +51,7 @@ fn closed_call(breaker: Breaker) -> (bool, Breaker) {
 #[bench::count_window_10pct(ours::mixed_count(10).after_successes(3))]
 #[bench::time_window_10pct(ours::mixed_time(10).after_successes(3))]
 #[bench::time_window_0pct(ours::mixed_time(0))]
+#[bench::time_window_0pct_listener(ours::mixed_time_listened(0))]
 fn mixed_success(m: Mixed) -> (bool, Mixed) {
     let admitted = black_box(&m).call_success();
     (admitted, m)

@@ -312,6 +312,31 @@ pub fn mixed_time(period: u32) -> Mixed {
     mixed_on(config, period)
 }
 
+/// [`mixed_time`] with an event listener that ignores every event, as a breaker reporting to
+/// a metrics listener has: each call builds and delivers its `CallRecorded` event.
+///
+/// # Panics
+/// If a call is rejected or the breaker trips.
+#[must_use]
+pub fn mixed_time_listened(period: u32) -> Mixed {
+    let config = Config::builder()
+        .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+        .build()
+        .expect("interlock: valid config");
+    let breaker = CircuitBreaker::builder("bench")
+        .config(config)
+        .listener(|event: &interlock::Event<'_>| {
+            std::hint::black_box(event);
+        })
+        .build()
+        .expect("interlock: valid breaker");
+    let m = Mixed { breaker, period };
+    for _ in 0..1000 {
+        assert!(m.call(), "interlock: a mixed call was rejected");
+    }
+    m
+}
+
 /// A registry hit: each `call` is `Registry::get` of a name that already exists.
 #[derive(Debug)]
 pub struct RegistryHit {

@@ -48,15 +48,24 @@ impl Guard<'_> {
     /// Settles a default-classified call; an error that carries another
     /// breaker's rejection is ignored (the guard is dropped: nothing is
     /// recorded, a probe slot goes back).
-    #[inline]
+    ///
+    /// A success goes straight to [`Inner::settle_success`], inlined into
+    /// the caller with its lock-free paths; an error settles out of line.
+    #[inline(always)]
     pub(super) fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
         match result {
-            Ok(_) => self.settle(Verdict::Success, None, ""),
-            Err(e) => {
-                if let Some(verdict) = self.inner.classify_error(e.as_error()) {
-                    self.settle(verdict, Some(e), std::any::type_name::<E>());
-                }
+            Ok(_) => {
+                let this = std::mem::ManuallyDrop::new(self);
+                this.inner.settle_success(this.ticket);
             }
+            Err(e) => self.settle_error(e),
+        }
+    }
+
+    #[inline(never)]
+    fn settle_error<E: Failure<K>, K>(self, e: &E) {
+        if let Some(verdict) = self.inner.classify_error(e.as_error()) {
+            self.settle(verdict, Some(e), std::any::type_name::<E>());
         }
     }
 }
@@ -89,7 +98,7 @@ impl Inner {
     /// breaker whose machine said a success changes nothing (QUIET_BIT),
     /// with no listener to tell, returns after one clock read and one load:
     /// no lock and no shared write.
-    #[inline]
+    #[inline(always)]
     pub(super) fn settle_success(&self, ticket: Ticket) {
         let end = self.clock.now_unmarked();
         // Wrapping: a clock that went backwards gives a huge duration, which
@@ -105,6 +114,42 @@ impl Inner {
             if ticket.tally_in(status) && self.tally.try_add(ticket.generation(), end) {
                 return;
             }
+        }
+        self.settle_success_at(ticket, end);
+    }
+
+    /// A success that did not take the lock-free paths above: out of line,
+    /// so that they inline into the caller without its weight.
+    ///
+    /// A breaker with listeners comes here for every success
+    /// (`quiet_below_nanos` is zero): the call is measured as the general
+    /// path measures it, and a plain success that changes nothing (quiet)
+    /// or fits a success lane is counted without the lock and reported,
+    /// exactly as the general path would report it (a plain success causes
+    /// no transition, so its event is the only one, R13.4).
+    #[inline(never)]
+    fn settle_success_at(&self, ticket: Ticket, end: Timestamp) {
+        if !self.listeners.is_empty() {
+            let (measured, elapsed_nanos) = self.measure(ticket.start, end);
+            if elapsed_nanos < self.slow_nanos {
+                let status = self.status.load(Ordering::Acquire);
+                if ticket.quiet_in(status)
+                    || (ticket.tally_in(status)
+                        && self.tally.try_add(ticket.generation(), measured))
+                {
+                    emit(
+                        &self.listeners,
+                        &Event::call_recorded(
+                            self.name(),
+                            Outcome::Success,
+                            Duration::from_nanos(elapsed_nanos),
+                        ),
+                    );
+                    return;
+                }
+            }
+            // A slow call, or one the machine must see: the general path,
+            // from the call's first end reading, as before.
         }
         self.settle_at(ticket, end, Verdict::Success, None, "");
     }

@@ -119,7 +119,7 @@ impl Tally {
 
     /// Counts a plain success of `generation` that ended at `end`, without
     /// the lock; `false` if it must take the locked path instead.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_add(&self, generation: u64, end: Timestamp) -> bool {
         let second = if self.timed {
             end.as_nanos() / NANOS_PER_SEC

@@ -994,13 +994,17 @@ fn a_success_in_a_count_window_full_of_successes_settles_without_the_lock() {
     );
     ok(&b).unwrap();
     ok(&b).unwrap();
-    // Not full yet: the success counts, under the lock.
-    assert!(!settles_while_locked(
+    // Not full yet: the success counts, on a success lane (no run of
+    // successes can trip), listeners or not (issue 22); the listener hears
+    // of it and the next locked step folds it in.
+    take(&log);
+    assert!(settles_while_locked(
         &b,
         b.acquire().unwrap(),
         crate::Permit::success,
-        CANNOT
+        SHOULD
     ));
+    assert_eq!(take(&log).len(), 1);
     assert_eq!(b.snapshot().total_calls, 3);
     // Full of successes: one more changes nothing and takes no lock, but the
     // listener still hears of it.
@@ -1039,15 +1043,21 @@ fn a_success_in_a_count_window_full_of_successes_settles_without_the_lock() {
             slow_calls: 1
         }
     );
-    // While a failure is in the window, successes count (and push it out).
-    for _ in 0..3 {
-        assert!(!settles_while_locked(
+    // While a failure is in the window, successes count (and push it out),
+    // on the lanes: each thread's lane folds itself in once it would hold
+    // as many as leave the window full of successes (`tally.rs`), and any
+    // locked step folds them all.
+    take(&log);
+    for _ in 0..2 {
+        assert!(settles_while_locked(
             &b,
             b.acquire().unwrap(),
             crate::Permit::success,
-            CANNOT
+            SHOULD
         ));
     }
+    ok(&b).unwrap();
+    assert_eq!(take(&log).len(), 3, "every success is reported");
     assert_eq!(b.snapshot().failed_calls, 0);
     assert!(settles_while_locked(
         &b,
@@ -1059,8 +1069,10 @@ fn a_success_in_a_count_window_full_of_successes_settles_without_the_lock() {
 }
 
 #[test]
-fn a_success_takes_the_lock_under_a_time_window_and_outside_closed() {
-    let (b, _, _) = make(
+fn with_a_listener_a_head_second_success_takes_the_lanes_and_outside_closed_the_lock() {
+    // Issue 22: a breaker with listeners counts plain successes on the
+    // lanes too, and reports each of them.
+    let (b, clock, log) = make(
         cfg()
             .sliding_window(SlidingWindow::time(secs(10.0)))
             .minimum_number_of_calls(1),
@@ -1068,13 +1080,25 @@ fn a_success_takes_the_lock_under_a_time_window_and_outside_closed() {
     for _ in 0..5 {
         ok(&b).unwrap();
     }
+    take(&log);
+    assert!(settles_while_locked(
+        &b,
+        b.acquire().unwrap(),
+        crate::Permit::success,
+        SHOULD
+    ));
+    assert_eq!(take(&log).len(), 1);
+    assert_eq!(b.snapshot().total_calls, 6);
+    // A new second moves the window: that success takes the lock.
+    clock.advance(secs(1.0));
     assert!(!settles_while_locked(
         &b,
         b.acquire().unwrap(),
         crate::Permit::success,
         CANNOT
     ));
-    assert_eq!(b.snapshot().total_calls, 6);
+    assert_eq!(take(&log).len(), 1);
+    assert_eq!(b.snapshot().total_calls, 7);
 
     // METRICS_ONLY over a window full of successes counts under the lock.
     let (b, _, _) = make(
