@@ -92,4 +92,5 @@ mod extract;
 mod response;
 
 pub use extract::{Breaker, BreakerName};
-pub use response::{CircuitOpen, DEFAULT_DETAIL, GuardError, InvalidHeader, RejectionResponse};
+pub use interlock::rejection::{DEFAULT_DETAIL, InvalidHeader, RejectionResponse};
+pub use response::{CircuitOpen, GuardError};

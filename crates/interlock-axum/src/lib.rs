@@ -102,6 +102,5 @@ mod extract;
 mod response;
 
 pub use extract::{Breaker, BreakerName};
-pub use response::{
-    CircuitOpen, DEFAULT_DETAIL, GuardError, InvalidHeader, RejectionResponse, handle_error,
-};
+pub use interlock::rejection::{DEFAULT_DETAIL, InvalidHeader, RejectionResponse};
+pub use response::{CircuitOpen, GuardError, handle_error};

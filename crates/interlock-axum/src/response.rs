@@ -2,13 +2,13 @@
 
 use std::error::Error;
 use std::fmt;
-use std::sync::{Arc, RwLock};
 
 use axum_core::BoxError;
 use axum_core::body::Body;
 use axum_core::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, StatusCode};
+use interlock::rejection::RejectionResponse;
 use interlock::{CallError, CircuitOpenError};
 
 /// A rejection by an open breaker, as an axum response: `503 Service
@@ -123,7 +123,7 @@ impl CircuitOpen {
     /// one).
     #[must_use]
     pub fn into_response_with(self, shape: &RejectionResponse) -> Response {
-        shape.respond(&self.0)
+        respond(shape, &self.0)
     }
 
     /// Finds a rejection in a tower `BoxError`: the error itself or any
@@ -189,223 +189,34 @@ impl Error for CircuitOpen {
 
 impl IntoResponse for CircuitOpen {
     fn into_response(self) -> Response {
-        RejectionResponse::installed().respond(&self.0)
+        respond(&RejectionResponse::installed(), &self.0)
     }
 }
 
-/// Makes the body of a rejection: its content type and bytes.
-type BodyFn = Arc<dyn Fn(&CircuitOpenError) -> (HeaderValue, Vec<u8>) + Send + Sync>;
-
-/// The text the default body's `detail` holds.
-pub const DEFAULT_DETAIL: &str = "Service temporarily unavailable";
-
-/// The installed shape (`None`: the default).
-static INSTALLED: RwLock<Option<Arc<RejectionResponse>>> = RwLock::new(None);
-
-/// What a [`CircuitOpen`] response looks like: always `503 Service
-/// Unavailable` and (when the breaker has an estimate) `Retry-After`; the
-/// body and any extra headers are yours.
-///
-/// | option | body |
-/// |---|---|
-/// | default | `{"detail":"Service temporarily unavailable"}`: nothing internal reaches public clients |
-/// | [`detail`](Self::detail) | `{"detail":"<your text>"}` |
-/// | [`include_breaker_name`](Self::include_breaker_name) | `{"detail":"Circuit 'NAME' is open"}` (opt in: the breaker name is often an internal host) |
-/// | [`body`](Self::body) | anything, with its content type |
-///
-/// [`install`](Self::install) makes it the shape of every `CircuitOpen`
-/// response of the process (`?` in handlers, [`handle_error`]);
-/// [`CircuitOpen::into_response_with`] uses one for a single response.
-///
-/// ```
-/// use axum::http::StatusCode;
-/// use interlock::CircuitBreaker;
-/// use interlock_axum::{CircuitOpen, RejectionResponse};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let shape = RejectionResponse::new()
-///     .detail("Orders are unavailable; try again shortly")
-///     .header("cache-control", "no-store")
-///     .unwrap();
-/// // At start-up: `shape.clone().install();`
-///
-/// let breaker = CircuitBreaker::new("10.0.3.7:5432");
-/// breaker.force_open();
-/// let open = CircuitOpen::from(breaker.acquire().unwrap_err());
-/// let response = open.into_response_with(&shape);
-/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-/// assert_eq!(response.headers()["cache-control"], "no-store");
-/// let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
-/// assert_eq!(&body[..], br#"{"detail":"Orders are unavailable; try again shortly"}"#);
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct RejectionResponse {
-    body: Option<BodyFn>,
-    detail: Option<String>,
-    include_name: bool,
-    headers: Vec<(HeaderName, HeaderValue)>,
-}
-
-impl Default for RejectionResponse {
-    fn default() -> Self {
-        RejectionResponse::new()
+/// The response `shape` gives `open`: `503 Service Unavailable` with what
+/// [`RejectionResponse::render`] makes of it.
+fn respond(shape: &RejectionResponse, open: &CircuitOpenError) -> Response {
+    let rendered = shape.render(open);
+    let mut response = Body::from(rendered.body).into_response();
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    // `RejectionResponse` checked every name and value: each converts.
+    if let Ok(value) = HeaderValue::from_str(rendered.content_type) {
+        headers.insert(CONTENT_TYPE, value);
     }
-}
-
-impl RejectionResponse {
-    /// The default shape: a JSON `detail` of [`DEFAULT_DETAIL`], no extra
-    /// headers.
-    #[must_use]
-    pub fn new() -> Self {
-        RejectionResponse {
-            body: None,
-            detail: None,
-            include_name: false,
-            headers: Vec::new(),
+    if let Some(secs) = rendered.retry_after_secs {
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    for (name, value) in rendered.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.append(name, value);
         }
     }
-
-    /// The JSON `detail` text (escaped as JSON).
-    #[must_use]
-    pub fn detail(mut self, text: impl Into<String>) -> Self {
-        self.detail = Some(text.into());
-        self.include_name = false;
-        self
-    }
-
-    /// The JSON `detail` names the breaker: `Circuit 'NAME' is open`, as
-    /// the Python original answers (the name is escaped as JSON).
-    #[must_use]
-    pub fn include_breaker_name(mut self) -> Self {
-        self.include_name = true;
-        self.detail = None;
-        self
-    }
-
-    /// A body of your own: `make` gives its bytes for a rejection, sent
-    /// with `content_type`.
-    ///
-    /// ```
-    /// use interlock_axum::RejectionResponse;
-    ///
-    /// let plain = RejectionResponse::new()
-    ///     .body(axum::http::HeaderValue::from_static("text/plain"), |_open| b"busy, retry later".to_vec());
-    /// # let _ = plain;
-    /// ```
-    #[must_use]
-    pub fn body<F>(mut self, content_type: HeaderValue, make: F) -> Self
-    where
-        F: Fn(&CircuitOpenError) -> Vec<u8> + Send + Sync + 'static,
-    {
-        self.body = Some(Arc::new(move |open| (content_type.clone(), make(open))));
-        self
-    }
-
-    /// Adds a header to every rejection (`Retry-After` and `Content-Type`
-    /// are the response's own and cannot be added).
-    ///
-    /// # Errors
-    ///
-    /// [`InvalidHeader`] naming the header if the name or value is not
-    /// valid HTTP, or is one of the two.
-    pub fn header(mut self, name: &str, value: &str) -> Result<Self, InvalidHeader> {
-        let invalid = || InvalidHeader {
-            name: name.to_owned(),
-        };
-        let header = HeaderName::try_from(name).map_err(|_| invalid())?;
-        if header == RETRY_AFTER || header == CONTENT_TYPE {
-            return Err(invalid());
-        }
-        let value = HeaderValue::try_from(value).map_err(|_| invalid())?;
-        self.headers.push((header, value));
-        Ok(self)
-    }
-
-    /// Makes this the shape of every [`CircuitOpen`] response in the
-    /// process, replacing the one installed before.
-    pub fn install(self) {
-        let mut installed = INSTALLED
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *installed = Some(Arc::new(self));
-    }
-
-    /// The installed shape (the default when none was installed).
-    #[must_use]
-    pub fn installed() -> Arc<RejectionResponse> {
-        let installed = INSTALLED
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        installed
-            .clone()
-            .unwrap_or_else(|| Arc::new(RejectionResponse::new()))
-    }
-
-    /// The response for `open` in this shape.
-    #[must_use]
-    pub fn respond(&self, open: &CircuitOpenError) -> Response {
-        let (content_type, body) = match &self.body {
-            Some(make) => make(open),
-            None => {
-                let detail = if self.include_name {
-                    format!("Circuit '{}' is open", open.breaker_name())
-                } else {
-                    self.detail
-                        .clone()
-                        .unwrap_or_else(|| DEFAULT_DETAIL.to_owned())
-                };
-                let json = serde_json::json!({ "detail": detail }).to_string();
-                (
-                    HeaderValue::from_static("application/json"),
-                    json.into_bytes(),
-                )
-            }
-        };
-        let mut response = Body::from(body).into_response();
-        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, content_type);
-        if let Some(secs) = open.retry_after_secs() {
-            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
-        }
-        for (name, value) in &self.headers {
-            headers.append(name.clone(), value.clone());
-        }
-        response
-    }
+    response
 }
-
-impl fmt::Debug for RejectionResponse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RejectionResponse")
-            .field("custom_body", &self.body.is_some())
-            .field("detail", &self.detail)
-            .field("include_breaker_name", &self.include_name)
-            .field("headers", &self.headers)
-            .finish()
-    }
-}
-
-/// A header [`RejectionResponse::header`] refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InvalidHeader {
-    /// The header's name, as given.
-    pub name: String,
-}
-
-impl fmt::Display for InvalidHeader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "header `{}`: not a valid HTTP header, or one the rejection sets itself (content-type, retry-after)",
-            self.name
-        )
-    }
-}
-
-impl Error for InvalidHeader {}
 
 /// The error of a handler that guards a call: a rejection becomes the
 /// [`CircuitOpen`] response, the call's own error its own response.

@@ -9,7 +9,7 @@
 #[allow(dead_code, reason = "the shared client's JSON helper is not used here")]
 mod support;
 
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{BoxError, Router, body::Body, error_handling::HandleErrorLayer};
 use interlock::Registry;
@@ -19,12 +19,10 @@ use tower::{ServiceBuilder, service_fn};
 #[tokio::test]
 async fn the_installed_shape_answers_every_rejection() {
     RejectionResponse::new()
-        .body(
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-            |open| {
-                format!("busy, retry in {}s", open.retry_after_secs().unwrap_or(60)).into_bytes()
-            },
-        )
+        .body("text/plain; charset=utf-8", |open| {
+            format!("busy, retry in {}s", open.retry_after_secs().unwrap_or(60)).into_bytes()
+        })
+        .unwrap()
         .header("cache-control", "no-store")
         .unwrap()
         .install();

@@ -109,6 +109,7 @@ pub mod mode;
 pub mod pipeline;
 mod policy;
 mod registry;
+pub mod rejection;
 mod state;
 pub mod storage;
 mod store;
