@@ -267,10 +267,12 @@ impl Mixed {
 }
 
 fn mixed_on(config: Config, period: u32) -> Mixed {
-    let m = Mixed {
-        breaker: build_on(config, On::Default),
-        period,
-    };
+    warmed(build_on(config, On::Default), period)
+}
+
+/// `breaker` running the mix, warmed up and checked.
+fn warmed(breaker: CircuitBreaker, period: u32) -> Mixed {
+    let m = Mixed { breaker, period };
     // Long enough for the count window to hold the mix (and a failure, if any).
     for _ in 0..1000 {
         assert!(m.call(), "interlock: a mixed call was rejected");
@@ -305,11 +307,14 @@ pub fn mixed_count(period: u32) -> Mixed {
 /// If a call is rejected or the breaker trips.
 #[must_use]
 pub fn mixed_time(period: u32) -> Mixed {
-    let config = Config::builder()
+    mixed_on(time_window_60s(), period)
+}
+
+fn time_window_60s() -> Config {
+    Config::builder()
         .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
         .build()
-        .expect("interlock: valid config");
-    mixed_on(config, period)
+        .expect("interlock: valid config")
 }
 
 /// [`mixed_time`] with an event listener that ignores every event, as a breaker reporting to
@@ -319,22 +324,14 @@ pub fn mixed_time(period: u32) -> Mixed {
 /// If a call is rejected or the breaker trips.
 #[must_use]
 pub fn mixed_time_listened(period: u32) -> Mixed {
-    let config = Config::builder()
-        .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
-        .build()
-        .expect("interlock: valid config");
     let breaker = CircuitBreaker::builder("bench")
-        .config(config)
+        .config(time_window_60s())
         .listener(|event: &interlock::Event<'_>| {
             std::hint::black_box(event);
         })
         .build()
         .expect("interlock: valid breaker");
-    let m = Mixed { breaker, period };
-    for _ in 0..1000 {
-        assert!(m.call(), "interlock: a mixed call was rejected");
-    }
-    m
+    warmed(breaker, period)
 }
 
 /// A registry hit: each `call` is `Registry::get` of a name that already exists.
