@@ -54,8 +54,11 @@ impl LastFailure {
         }))
     }
 
+    #[inline]
     pub(crate) fn same_as(&self, type_name: &'static str, message: &str) -> bool {
-        self.0.type_name == type_name && &*self.0.message == message
+        // One type's name is one string: compared by address first.
+        (std::ptr::eq(self.0.type_name, type_name) || self.0.type_name == type_name)
+            && &*self.0.message == message
     }
 
     /// The error's `Display` text.

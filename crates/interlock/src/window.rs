@@ -43,7 +43,9 @@ impl Snapshot {
 }
 
 pub(crate) fn rate(part: u64, total: u64) -> f64 {
-    if total == 0 {
+    // A part of zero is a rate of exactly zero: no conversion, no division
+    // (a window without slow calls asks this on every record).
+    if total == 0 || part == 0 {
         0.0
     } else {
         part as f64 / total as f64
