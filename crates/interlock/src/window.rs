@@ -640,7 +640,8 @@ mod tests {
                 assert_eq!(w.successes_to_clean(), naive.successes_to_clean(), "{ctx}");
                 assert_eq!(
                     w.full_of_successes(),
-                    naive.slots.len() == size as usize && naive.snapshot().failed_calls == 0
+                    naive.slots.len() == size as usize
+                        && naive.snapshot().failed_calls == 0
                         && naive.snapshot().slow_calls == 0,
                     "{ctx}"
                 );
