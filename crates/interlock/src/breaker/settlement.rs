@@ -35,9 +35,14 @@ impl Drop for Guard<'_> {
 
 impl Guard<'_> {
     #[inline]
-    pub(super) fn settle(self, verdict: Verdict, error: Option<ErrorText<'_>>) {
+    pub(super) fn settle(
+        self,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
         let this = std::mem::ManuallyDrop::new(self);
-        this.inner.settle(this.ticket, verdict, error);
+        this.inner.settle(this.ticket, verdict, error, type_name);
     }
 
     /// Settles a default-classified call; an error that carries another
@@ -46,33 +51,37 @@ impl Guard<'_> {
     #[inline]
     pub(super) fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
         match result {
-            Ok(_) => self.settle(Verdict::Success, None),
+            Ok(_) => self.settle(Verdict::Success, None, ""),
             Err(e) => {
                 if let Some(verdict) = self.inner.classify_error(e.as_error()) {
-                    self.settle(verdict, Some(ErrorText::of(e)));
+                    self.settle(verdict, Some(e), std::any::type_name::<E>());
                 }
             }
         }
     }
 }
 
-/// A classified call's error, as the breaker keeps it.
-pub(super) fn error_text<T, E: fmt::Display>(result: &Result<T, E>) -> Option<ErrorText<'_>> {
-    result
-        .as_ref()
-        .err()
-        .map(|e| ErrorText::shown(e, std::any::type_name::<E>()))
+pub(super) fn error_display<T, E: fmt::Display>(
+    result: &Result<T, E>,
+) -> Option<&dyn fmt::Display> {
+    result.as_ref().err().map(|e| e as &dyn fmt::Display)
 }
 
 impl Inner {
     /// Records a settled call (R4), then reports it (R13.4: the call, then
     /// any transition it caused), then queues shared writes (R15.4).
     #[inline]
-    pub(super) fn settle(&self, ticket: Ticket, verdict: Verdict, error: Option<ErrorText<'_>>) {
+    pub(super) fn settle(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
+    ) {
         if verdict == Verdict::Success {
             self.settle_success(ticket);
         } else {
-            self.settle_at(ticket, self.clock.now(), verdict, error);
+            self.settle_at(ticket, self.clock.now(), verdict, error, type_name);
         }
     }
 
@@ -97,7 +106,7 @@ impl Inner {
                 return;
             }
         }
-        self.settle_at(ticket, end, Verdict::Success, None);
+        self.settle_at(ticket, end, Verdict::Success, None, "");
     }
 
     /// The call's end and duration in nanoseconds. On `CoarseClock` a call
@@ -126,7 +135,8 @@ impl Inner {
         ticket: Ticket,
         end: Timestamp,
         verdict: Verdict,
-        error: Option<ErrorText<'_>>,
+        error: Option<&dyn fmt::Display>,
+        type_name: &'static str,
     ) {
         let unrecorded = Unrecorded {
             inner: self,
@@ -139,7 +149,7 @@ impl Inner {
         // R11.3: an error judged a failure becomes the last failure, kept
         // under the lock its outcome is recorded under.
         let (effects, panicked) = match error {
-            Some(text) if verdict.is_failure() => self.with_kept(text, |keep| {
+            Some(err) if verdict.is_failure() => self.with_kept(err, type_name, |keep| {
                 self.record_settled(ticket, end, outcome, inconclusive, Some(keep))
             }),
             _ => (
