@@ -357,6 +357,7 @@ impl Window {
 
     /// For a count window, how many plain successes would leave it full of
     /// successes; `u64::MAX` for a time window (never).
+    #[inline]
     pub(crate) fn successes_to_clean(&self) -> u64 {
         match self {
             Window::Count(w) => w.successes_to_clean(),

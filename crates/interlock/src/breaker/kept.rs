@@ -9,6 +9,27 @@
 
 use super::*;
 
+/// A failed call's error, as the breaker keeps it.
+#[derive(Clone, Copy)]
+pub(crate) struct ErrorText<'a> {
+    pub(crate) display: &'a dyn fmt::Display,
+    pub(crate) type_name: &'static str,
+}
+
+impl<'a> ErrorText<'a> {
+    /// An error known only by its `Display`.
+    #[inline]
+    pub(crate) fn shown(display: &'a dyn fmt::Display, type_name: &'static str) -> Self {
+        ErrorText { display, type_name }
+    }
+
+    /// A call's own error.
+    #[inline]
+    pub(crate) fn of<E: fmt::Display>(error: &'a E) -> Self {
+        Self::shown(error, std::any::type_name::<E>())
+    }
+}
+
 /// What the lock holder compares a failure with: the error's type name
 /// and `Display` output.
 #[derive(Clone, Copy)]
@@ -65,17 +86,15 @@ impl Inner {
     #[inline]
     pub(super) fn with_kept<R>(
         &self,
-        err: &dyn fmt::Display,
-        type_name: &'static str,
+        text: ErrorText<'_>,
         record: impl FnOnce(Keep<'_>) -> R,
     ) -> (R, Option<Box<dyn Any + Send>>) {
-        shown(err, type_name, record)
+        shown(text, record)
     }
 }
 
 fn shown<R>(
-    err: &dyn fmt::Display,
-    type_name: &'static str,
+    text: ErrorText<'_>,
     record: impl FnOnce(Keep<'_>) -> R,
 ) -> (R, Option<Box<dyn Any + Send>>) {
     thread_local! {
@@ -84,12 +103,14 @@ fn shown<R>(
     let mut panicked = None;
     let mut show = |buf: &mut String| {
         buf.clear();
+        let err = text.display;
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| write!(buf, "{err}"))) {
             buf.clear();
             buf.push_str(DISPLAY_PANICKED);
             panicked = Some(payload);
         }
     };
+    let type_name = text.type_name;
     let r = SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
         Ok(mut buf) => {
             show(&mut buf);

@@ -19,8 +19,8 @@ mod usage;
 
 use admission::{Door, Ticket, lock_free_deadline};
 use effects::Effects;
-use kept::{Keep, KeptFailure};
-use settlement::{DISPLAY_PANICKED, Guard, error_display};
+use kept::{ErrorText, Keep, KeptFailure};
+use settlement::{DISPLAY_PANICKED, Guard, error_text};
 pub(crate) use usage::Usage;
 
 use std::any::Any;

@@ -35,14 +35,9 @@ impl Drop for Guard<'_> {
 
 impl Guard<'_> {
     #[inline]
-    pub(super) fn settle(
-        self,
-        verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
-    ) {
+    pub(super) fn settle(self, verdict: Verdict, error: Option<ErrorText<'_>>) {
         let this = std::mem::ManuallyDrop::new(self);
-        this.inner.settle(this.ticket, verdict, error, type_name);
+        this.inner.settle(this.ticket, verdict, error);
     }
 
     /// Settles a default-classified call; an error that carries another
@@ -51,37 +46,33 @@ impl Guard<'_> {
     #[inline]
     pub(super) fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
         match result {
-            Ok(_) => self.settle(Verdict::Success, None, ""),
+            Ok(_) => self.settle(Verdict::Success, None),
             Err(e) => {
                 if let Some(verdict) = self.inner.classify_error(e.as_error()) {
-                    self.settle(verdict, Some(e), std::any::type_name::<E>());
+                    self.settle(verdict, Some(ErrorText::of(e)));
                 }
             }
         }
     }
 }
 
-pub(super) fn error_display<T, E: fmt::Display>(
-    result: &Result<T, E>,
-) -> Option<&dyn fmt::Display> {
-    result.as_ref().err().map(|e| e as &dyn fmt::Display)
+/// A classified call's error, as the breaker keeps it.
+pub(super) fn error_text<T, E: fmt::Display>(result: &Result<T, E>) -> Option<ErrorText<'_>> {
+    result
+        .as_ref()
+        .err()
+        .map(|e| ErrorText::shown(e, std::any::type_name::<E>()))
 }
 
 impl Inner {
     /// Records a settled call (R4), then reports it (R13.4: the call, then
     /// any transition it caused), then queues shared writes (R15.4).
     #[inline]
-    pub(super) fn settle(
-        &self,
-        ticket: Ticket,
-        verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
-    ) {
+    pub(super) fn settle(&self, ticket: Ticket, verdict: Verdict, error: Option<ErrorText<'_>>) {
         if verdict == Verdict::Success {
             self.settle_success(ticket);
         } else {
-            self.settle_at(ticket, self.clock.now(), verdict, error, type_name);
+            self.settle_at(ticket, self.clock.now(), verdict, error);
         }
     }
 
@@ -106,7 +97,7 @@ impl Inner {
                 return;
             }
         }
-        self.settle_at(ticket, end, Verdict::Success, None, "");
+        self.settle_at(ticket, end, Verdict::Success, None);
     }
 
     /// The call's end and duration in nanoseconds. On `CoarseClock` a call
@@ -135,8 +126,7 @@ impl Inner {
         ticket: Ticket,
         end: Timestamp,
         verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
+        error: Option<ErrorText<'_>>,
     ) {
         let unrecorded = Unrecorded {
             inner: self,
@@ -149,7 +139,7 @@ impl Inner {
         // R11.3: an error judged a failure becomes the last failure, kept
         // under the lock its outcome is recorded under.
         let (effects, panicked) = match error {
-            Some(err) if verdict.is_failure() => self.with_kept(err, type_name, |keep| {
+            Some(text) if verdict.is_failure() => self.with_kept(text, |keep| {
                 self.record_settled(ticket, end, outcome, inconclusive, Some(keep))
             }),
             _ => (
