@@ -47,11 +47,17 @@ impl Guard<'_> {
     pub(super) fn settle_result<T, E: Failure<K>, K>(self, result: &Result<T, E>) {
         match result {
             Ok(_) => self.settle(Verdict::Success, None),
-            Err(e) => {
-                if let Some(verdict) = self.inner.classify_error(e.as_error()) {
-                    self.settle(verdict, Some(ErrorText::of(e)));
-                }
-            }
+            Err(e) => self.settle_error(e),
+        }
+    }
+
+    /// The `Err` arm of [`settle_result`](Self::settle_result), out of line
+    /// so that the success path around it stays small.
+    #[cold]
+    #[inline(never)]
+    fn settle_error<E: Failure<K>, K>(self, e: &E) {
+        if let Some(verdict) = self.inner.classify_error(e.as_error()) {
+            self.settle(verdict, Some(ErrorText::of(e)));
         }
     }
 }
