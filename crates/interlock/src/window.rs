@@ -155,6 +155,16 @@ impl CountWindow {
         if self.failed == 0 && self.slow == 0 {
             return to_fill as u64;
         }
+        // The usual case: the newest slot is the failure just recorded, so
+        // every recorded slot has to be pushed out.
+        let newest = self.next.checked_sub(1).unwrap_or(self.size - 1);
+        if self
+            .words
+            .get(newest / 64)
+            .is_some_and(|w| (w.failed | w.slow) >> (newest % 64) & 1 != 0)
+        {
+            return (to_fill + self.len) as u64;
+        }
         // The recorded slots, newest first: `next - 1` down to 0, then (once
         // the ring has turned, `len == size`) `size - 1` down to `next`.
         let back = match self.newest_dirty(0, self.next) {
