@@ -54,8 +54,11 @@ impl LastFailure {
         }))
     }
 
+    #[inline]
     pub(crate) fn same_as(&self, type_name: &'static str, message: &str) -> bool {
-        self.0.type_name == type_name && &*self.0.message == message
+        // One type's name is one string: compared by address first.
+        (std::ptr::eq(self.0.type_name, type_name) || self.0.type_name == type_name)
+            && &*self.0.message == message
     }
 
     /// The error's `Display` text.
@@ -279,18 +282,10 @@ impl Identity {
         self.failures.log().back().and_then(|(_, f)| f.clone())
     }
 
-    /// Clears the last failure (`reset()`).
-    pub(crate) fn clear_last_failure(&self) {
-        self.replace(|current| current.is_some().then_some(None));
-    }
-
-    /// Makes `type_name: message` the last failure, unless it already is:
-    /// the same error repeating during an outage allocates nothing.
-    pub(crate) fn record_failure(&self, type_name: &'static str, message: &str) {
-        self.replace(|current| {
-            (!current.is_some_and(|f| f.same_as(type_name, message)))
-                .then(|| Some(LastFailure::new(type_name, message.to_owned())))
-        });
+    /// Makes `next` the last failure, as a new version (the breaker's lock
+    /// holder has checked that it differs from the current one).
+    pub(crate) fn publish_failure(&self, next: Option<LastFailure>) {
+        self.replace(|_| Some(next));
     }
 
     /// Appends the version `change` makes of the current failure, if it
@@ -363,19 +358,17 @@ mod tests {
         let id = identity.id;
         let none = identity.failure_version();
         assert!(Identity::failure_at(id, none).is_none());
-        identity.record_failure("E", "boom");
+        identity.publish_failure(Some(LastFailure::new("E", "boom".into())));
         let boom = identity.failure_version();
-        identity.record_failure("E", "boom"); // a repeat makes no version
-        assert_eq!(identity.failure_version(), boom);
-        identity.record_failure("E", "bang");
+        identity.publish_failure(Some(LastFailure::new("E", "bang".into())));
         assert_eq!(Identity::failure_at(id, boom).unwrap().message(), "boom");
         assert_eq!(identity.last_failure().unwrap().message(), "bang");
-        identity.clear_last_failure();
+        identity.publish_failure(None);
         assert!(identity.last_failure().is_none());
         assert_eq!(Identity::failure_at(id, boom).unwrap().message(), "boom");
         // Only the last KEPT_FAILURES versions are kept.
         for i in 0..KEPT_FAILURES {
-            identity.record_failure("E", &i.to_string());
+            identity.publish_failure(Some(LastFailure::new("E", i.to_string())));
         }
         assert!(Identity::failure_at(id, boom).is_none());
         let last = identity.failure_version();

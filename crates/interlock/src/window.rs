@@ -43,7 +43,9 @@ impl Snapshot {
 }
 
 pub(crate) fn rate(part: u64, total: u64) -> f64 {
-    if total == 0 {
+    // A part of zero is a rate of exactly zero: no conversion, no division
+    // (a window without slow calls asks this on every record).
+    if total == 0 || part == 0 {
         0.0
     } else {
         part as f64 / total as f64
@@ -60,17 +62,27 @@ impl fmt::Display for Snapshot {
     }
 }
 
-const FAILED: u8 = 1;
-const SLOW: u8 = 2;
-
-fn bits(outcome: Outcome) -> u8 {
-    (u8::from(outcome.is_failure()) * FAILED) | (u8::from(outcome.is_slow()) * SLOW)
+/// 64 slots of a count window: a bit per slot for failed, one for slow.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slots {
+    failed: u64,
+    slow: u64,
 }
 
-/// The last `size` outcomes, in a ring (R5.1).
+/// The bits of `run` slots from bit `from` of a word (`from + run <= 64`).
+#[inline]
+fn span(from: usize, run: usize) -> u64 {
+    let ones = if run >= 64 { u64::MAX } else { (1 << run) - 1 };
+    ones << from
+}
+
+/// The last `size` outcomes, in a ring (R5.1): two bits per slot, so that
+/// a run of successes clears a word's worth of slots at a time and the
+/// newest failed or slow slot is a leading-zero count away.
 #[derive(Clone, Debug)]
 pub(crate) struct CountWindow {
-    ring: Box<[u8]>,
+    words: Box<[Slots]>,
+    size: usize,
     next: usize,
     len: usize,
     failed: u64,
@@ -81,7 +93,8 @@ impl CountWindow {
     pub(crate) fn new(size: u32) -> Self {
         let size = (size as usize).max(1);
         CountWindow {
-            ring: vec![0; size].into_boxed_slice(),
+            words: vec![Slots::default(); size.div_ceil(64)].into_boxed_slice(),
+            size,
             next: 0,
             len: 0,
             failed: 0,
@@ -91,20 +104,22 @@ impl CountWindow {
 
     #[inline]
     fn record(&mut self, outcome: Outcome) {
-        let new = bits(outcome);
-        let full = self.len == self.ring.len();
-        let slot = &mut self.ring[self.next];
-        if full {
-            self.failed -= u64::from(*slot & FAILED);
-            self.slow -= u64::from((*slot & SLOW) >> 1);
-        } else {
-            self.len += 1;
-        }
-        *slot = new;
-        self.failed += u64::from(new & FAILED);
-        self.slow += u64::from((new & SLOW) >> 1);
+        let (failed, slow) = (outcome.is_failure(), outcome.is_slow());
+        let bit = self.next % 64;
+        let Some(word) = self.words.get_mut(self.next / 64) else {
+            return; // `next < size` always: the slot exists
+        };
+        // Slots past `len` hold nothing ([`clear`](Self::clear) zeroes
+        // them), so what is evicted there is zero.
+        self.failed -= (word.failed >> bit) & 1;
+        self.slow -= (word.slow >> bit) & 1;
+        word.failed = (word.failed & !(1 << bit)) | (u64::from(failed) << bit);
+        word.slow = (word.slow & !(1 << bit)) | (u64::from(slow) << bit);
+        self.failed += u64::from(failed);
+        self.slow += u64::from(slow);
+        self.len += usize::from(self.len < self.size);
         self.next += 1;
-        if self.next == self.ring.len() {
+        if self.next == self.size {
             self.next = 0;
         }
     }
@@ -122,55 +137,94 @@ impl CountWindow {
     /// then leaves the window as it was.
     #[inline]
     pub(crate) fn full_of_successes(&self) -> bool {
-        self.len == self.ring.len() && self.failed == 0 && self.slow == 0
+        self.len == self.size && self.failed == 0 && self.slow == 0
     }
 
     /// How many outcomes the window holds once full.
     pub(crate) fn capacity(&self) -> u64 {
-        self.ring.len() as u64
+        self.size as u64
     }
 
     /// How many plain successes from now on would leave the window full of
     /// successes ([`full_of_successes`](Self::full_of_successes)): enough to
-    /// fill it, and to push out its newest failed or slow slot. O(distance
-    /// back to that slot), usually one step (the newest slot is the failure
-    /// just recorded).
+    /// fill it, and to push out its newest failed or slow slot. A word at a
+    /// time back from the cursor, usually one (the newest slot is the
+    /// failure just recorded).
     pub(crate) fn successes_to_clean(&self) -> u64 {
-        let size = self.ring.len();
-        let to_fill = size - self.len;
-        // The newest slots first: `next - 1`, `next - 2`, ... of the `len`
-        // recorded ones.
-        let newest_dirty =
-            (1..=self.len).find(|&back| self.ring[(self.next + size - back) % size] != 0);
-        let evict = newest_dirty.map_or(0, |back| self.len - back + 1);
+        let to_fill = self.size - self.len;
+        if self.failed == 0 && self.slow == 0 {
+            return to_fill as u64;
+        }
+        // The usual case: the newest slot is the failure just recorded, so
+        // every recorded slot has to be pushed out.
+        let newest = self.next.checked_sub(1).unwrap_or(self.size - 1);
+        if self
+            .words
+            .get(newest / 64)
+            .is_some_and(|w| (w.failed | w.slow) >> (newest % 64) & 1 != 0)
+        {
+            return (to_fill + self.len) as u64;
+        }
+        // The recorded slots, newest first: `next - 1` down to 0, then (once
+        // the ring has turned, `len == size`) `size - 1` down to `next`.
+        let back = match self.newest_dirty(0, self.next) {
+            Some(slot) => self.next - slot,
+            None if self.len == self.size => self
+                .newest_dirty(self.next, self.size)
+                .map_or(0, |slot| self.next + self.size - slot),
+            None => 0,
+        };
+        let evict = if back == 0 { 0 } else { self.len - back + 1 };
         (to_fill + evict) as u64
     }
 
-    /// `n` plain successes, as if recorded one by one, in O(min(n, size))
-    /// byte operations that vectorize: every slot from the cursor on is
-    /// overwritten with a success, and what the overwritten slots held is
-    /// subtracted (slots past `len` hold nothing: [`clear`](Self::clear)
-    /// zeroes the ring).
+    /// The highest slot in `lo..hi` that is failed or slow.
+    fn newest_dirty(&self, lo: usize, hi: usize) -> Option<usize> {
+        let mut top = hi;
+        while top > lo {
+            let w = (top - 1) / 64;
+            let from = lo.max(w * 64);
+            let word = self.words.get(w)?;
+            let dirty = (word.failed | word.slow) & span(from % 64, top - from);
+            if dirty != 0 {
+                return Some(w * 64 + 63 - dirty.leading_zeros() as usize);
+            }
+            top = from;
+        }
+        None
+    }
+
+    /// `n` plain successes, as if recorded one by one, a word at a time:
+    /// every slot from the cursor on is overwritten with a success, and what
+    /// the overwritten slots held is subtracted (slots past `len` hold
+    /// nothing: [`clear`](Self::clear) zeroes the ring).
     fn record_successes(&mut self, n: u64) {
-        let size = self.ring.len();
-        let mut left = usize::try_from(n).unwrap_or(usize::MAX).min(size);
-        self.len = self.len.saturating_add(left).min(size);
+        let mut left = usize::try_from(n).unwrap_or(usize::MAX).min(self.size);
+        self.len = self.len.saturating_add(left).min(self.size);
         while left > 0 {
-            let run = left.min(size - self.next);
-            let slots = &mut self.ring[self.next..self.next + run];
-            let (failed, slow) = slots.iter().fold((0u64, 0u64), |(f, s), &b| {
-                (f + u64::from(b & FAILED), s + u64::from(b >> 1))
-            });
-            slots.fill(0);
-            self.failed -= failed;
-            self.slow -= slow;
-            self.next = (self.next + run) % size;
+            let bit = self.next % 64;
+            let run = left.min(64 - bit).min(self.size - self.next);
+            let mask = span(bit, run);
+            match self.words.get_mut(self.next / 64) {
+                // Usually successes evict successes: nothing to count.
+                Some(word) if (word.failed | word.slow) & mask != 0 => {
+                    self.failed -= u64::from((word.failed & mask).count_ones());
+                    self.slow -= u64::from((word.slow & mask).count_ones());
+                    word.failed &= !mask;
+                    word.slow &= !mask;
+                }
+                _ => {}
+            }
+            self.next += run;
+            if self.next == self.size {
+                self.next = 0;
+            }
             left -= run;
         }
     }
 
     fn clear(&mut self) {
-        self.ring.fill(0);
+        self.words.fill(Slots::default());
         self.next = 0;
         self.len = 0;
         self.failed = 0;
@@ -313,6 +367,7 @@ impl Window {
 
     /// For a count window, how many plain successes would leave it full of
     /// successes; `u64::MAX` for a time window (never).
+    #[inline]
     pub(crate) fn successes_to_clean(&self) -> u64 {
         match self {
             Window::Count(w) => w.successes_to_clean(),
@@ -514,6 +569,94 @@ mod tests {
                 probe.full_of_successes(),
                 "mask {mask}: not clean after {n}"
             );
+        }
+    }
+
+    /// The ring as a plain list of the last `size` outcomes, newest last.
+    struct Naive {
+        size: usize,
+        slots: std::collections::VecDeque<Outcome>,
+    }
+
+    impl Naive {
+        fn record(&mut self, o: Outcome) {
+            if self.slots.len() == self.size {
+                self.slots.pop_front();
+            }
+            self.slots.push_back(o);
+        }
+
+        fn snapshot(&self) -> Snapshot {
+            Snapshot {
+                total_calls: self.slots.len() as u64,
+                failed_calls: self.slots.iter().filter(|o| o.is_failure()).count() as u64,
+                slow_calls: self.slots.iter().filter(|o| o.is_slow()).count() as u64,
+            }
+        }
+
+        fn successes_to_clean(&self) -> u64 {
+            let newest_dirty = self
+                .slots
+                .iter()
+                .rev()
+                .position(|o| o.is_failure() || o.is_slow());
+            let evict = newest_dirty.map_or(0, |i| self.slots.len() - i);
+            (self.size - self.slots.len() + evict) as u64
+        }
+    }
+
+    #[test]
+    fn r5_1_the_bit_ring_agrees_with_a_plain_list_across_word_boundaries() {
+        let outcomes = [Success, Failure, SlowSuccess, SlowFailure];
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for size in [1, 2, 3, 63, 64, 65, 127, 128, 129, 200] {
+            let mut w = CountWindow::new(size);
+            let mut naive = Naive {
+                size: size as usize,
+                slots: Default::default(),
+            };
+            for step in 0..3_000 {
+                let r = next();
+                match r % 8 {
+                    0 => {
+                        let n = (r >> 8) % (2 * u64::from(size) + 3);
+                        w.record_successes(n);
+                        for _ in 0..n {
+                            naive.record(Success);
+                        }
+                    }
+                    1 if r % 64 == 1 => {
+                        w.clear();
+                        naive.slots.clear();
+                    }
+                    // Mostly successes, as in production.
+                    k => {
+                        let o = if k < 5 {
+                            Success
+                        } else {
+                            outcomes[((r >> 8) % 4) as usize]
+                        };
+                        w.record(o);
+                        naive.record(o);
+                    }
+                }
+                let ctx = format!("size {size} step {step}");
+                assert_eq!(w.snapshot(), naive.snapshot(), "{ctx}");
+                assert_eq!(w.successes_to_clean(), naive.successes_to_clean(), "{ctx}");
+                assert_eq!(
+                    w.full_of_successes(),
+                    naive.slots.len() == size as usize
+                        && naive.snapshot().failed_calls == 0
+                        && naive.snapshot().slow_calls == 0,
+                    "{ctx}"
+                );
+            }
         }
     }
 

@@ -100,7 +100,7 @@ impl<M: SyncApi> CircuitBreaker<M> {
         };
         let result = f();
         let verdict = classify(result.as_ref());
-        guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
+        guard.settle(verdict, error_text(&result));
         result.map_err(CallError::Inner)
     }
 
@@ -214,7 +214,7 @@ impl<M: AsyncApi> CircuitBreaker<M> {
         };
         let result = f().await;
         let verdict = classify(result.as_ref());
-        guard.settle(verdict, error_display(&result), std::any::type_name::<E>());
+        guard.settle(verdict, error_text(&result));
         result.map_err(CallError::Inner)
     }
 

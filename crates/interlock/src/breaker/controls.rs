@@ -9,7 +9,7 @@ impl<M: Mode> CircuitBreaker<M> {
     /// to the storage (R15.8).
     pub fn reset(&self) {
         self.inner.apply(Machine::reset);
-        self.inner.identity.clear_last_failure();
+        self.inner.clear_last_failure();
         self.inner.emit(&Event::Reset {
             breaker: self.name(),
         });

@@ -203,6 +203,39 @@ fn loom_reset_racing_a_call() {
     });
 }
 
+#[test]
+fn loom_last_failure_of_racing_failures_and_a_reset() {
+    // R11.3: two failures with different errors and a reset race. The last
+    // failure is one whole error or none (reset may come last), and the
+    // breaker's copy of it, kept under its lock, is the log's newest entry:
+    // the same error again makes no new version.
+    fn fail(b: &CircuitBreaker, message: &str) {
+        let message = message.to_owned();
+        let r = b.call(|| Err::<(), _>(std::io::Error::other(message)));
+        assert!(r.is_err());
+    }
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let (b, _) = breaker(config(4, 1, 1), &clock);
+        let (one, two) = (b.clone(), b.clone());
+        let t1 = thread::spawn(move || fail(&one, "a"));
+        let t2 = thread::spawn(move || two.reset());
+        fail(&b, "b");
+        t1.join().unwrap();
+        t2.join().unwrap();
+        let last = b.last_failure();
+        assert!(
+            last.as_ref()
+                .is_none_or(|f| ["a", "b"].contains(&f.message()))
+        );
+        let version = b.inner.identity.failure_version();
+        if let Some(f) = last {
+            fail(&b, f.message());
+            assert_eq!(b.inner.identity.failure_version(), version);
+        }
+    });
+}
+
 /// A count window of 2 (minimum 2) already full of successes, so a plain
 /// success settles without the lock (the status word's quiet bit).
 fn quiet_breaker(failure_rate_threshold: f64) -> (CircuitBreaker, Arc<Changes>) {

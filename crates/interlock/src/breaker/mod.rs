@@ -9,6 +9,7 @@ mod controls;
 mod coordinated;
 pub(crate) mod coordinator;
 mod effects;
+mod kept;
 mod permit;
 mod settlement;
 mod shared_view;
@@ -18,7 +19,8 @@ mod usage;
 
 use admission::{Door, Ticket, lock_free_deadline};
 use effects::Effects;
-use settlement::{Guard, error_display};
+use kept::{ErrorText, Keep, KeptFailure};
+use settlement::{DISPLAY_PANICKED, Guard, error_text};
 pub(crate) use usage::Usage;
 
 use std::any::Any;
@@ -115,6 +117,8 @@ pub(crate) struct Core {
     /// The key the success lanes are tagged with (`None`: they are not
     /// valid), see `tally.rs`.
     tally_key: Option<TallyKey>,
+    /// The last failure (R11.3), written only under this lock (`kept.rs`).
+    failure: KeptFailure,
 }
 
 /// A coordinated breaker's view of the storage (R15, R17.6).
@@ -413,6 +417,7 @@ impl<M: Mode> CircuitBreaker<M> {
             shared: lane.as_ref().map(|_| SharedCell::default()),
             since: created_at,
             tally_key,
+            failure: KeptFailure::default(),
         };
         let status = AtomicU64::new(pack(&core));
         let open_until = AtomicU64::new(lock_free_deadline(&core));

@@ -6,7 +6,7 @@ use std::fmt;
 use crate::classify::Verdict;
 use crate::failure::Failure;
 
-use super::{Inner, Ticket};
+use super::{ErrorText, Inner, Ticket};
 use std::sync::Arc;
 
 /// The right to make one call through a breaker, from
@@ -66,22 +66,22 @@ impl Permit {
 
     /// The call succeeded.
     pub fn success(self) {
-        self.settle(Verdict::Success, None, "");
+        self.settle(Verdict::Success, None);
     }
 
     /// The call failed (no error value is kept as the last failure).
     pub fn failure(self) {
-        self.settle(Verdict::Failure, None, "");
+        self.settle(Verdict::Failure, None);
     }
 
     /// The call never reached the dependency (R9).
     pub fn inconclusive(self) {
-        self.settle(Verdict::Inconclusive, None, "");
+        self.settle(Verdict::Inconclusive, None);
     }
 
     /// Records an explicit verdict.
     pub fn record(self, verdict: Verdict) {
-        self.settle(verdict, None, "");
+        self.settle(verdict, None);
     }
 
     /// Records `result` as [`CircuitBreaker::call`](crate::CircuitBreaker::call) would: an error goes
@@ -95,7 +95,7 @@ impl Permit {
         match result {
             Ok(_) => self.success(),
             Err(e) => match self.breaker.inner.classify_error(e.as_error()) {
-                Some(verdict) => self.settle(verdict, Some(e), std::any::type_name::<E>()),
+                Some(verdict) => self.settle(verdict, Some(ErrorText::of(e))),
                 None => drop(self),
             },
         }
@@ -104,7 +104,10 @@ impl Permit {
     /// Records `verdict`, keeping `error` as the last failure if the verdict
     /// is not a success.
     pub fn finish_with<E: fmt::Display>(self, verdict: Verdict, error: &E) {
-        self.settle(verdict, Some(error), std::any::type_name::<E>());
+        self.settle(
+            verdict,
+            Some(ErrorText::shown(error, std::any::type_name::<E>())),
+        );
     }
 
     /// Records a failed call from its error alone, through the breaker's
@@ -117,22 +120,15 @@ impl Permit {
             }
         }
         match self.breaker.inner.classify_error(error) {
-            Some(verdict) => self.settle(verdict, Some(&Shown(error)), type_name),
+            Some(verdict) => self.settle(verdict, Some(ErrorText::shown(&Shown(error), type_name))),
             // Another breaker's rejection: ignored, the call is cancelled.
             None => drop(self),
         }
     }
 
-    fn settle(
-        mut self,
-        verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
-    ) {
+    fn settle(mut self, verdict: Verdict, error: Option<ErrorText<'_>>) {
         self.settled = true;
-        self.breaker
-            .inner
-            .settle(self.ticket, verdict, error, type_name);
+        self.breaker.inner.settle(self.ticket, verdict, error);
     }
 }
 

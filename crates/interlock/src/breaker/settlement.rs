@@ -35,14 +35,9 @@ impl Drop for Guard<'_> {
 
 impl Guard<'_> {
     #[inline]
-    pub(super) fn settle(
-        self,
-        verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
-    ) {
+    pub(super) fn settle(self, verdict: Verdict, error: Option<ErrorText<'_>>) {
         let this = std::mem::ManuallyDrop::new(self);
-        this.inner.settle(this.ticket, verdict, error, type_name);
+        this.inner.settle(this.ticket, verdict, error);
     }
 
     /// Settles a default-classified call; an error that carries another
@@ -62,35 +57,34 @@ impl Guard<'_> {
         }
     }
 
+    /// The `Err` arm of [`settle_result`](Self::settle_result), out of line
+    /// so that the success path around it stays small.
+    #[cold]
     #[inline(never)]
     fn settle_error<E: Failure<K>, K>(self, e: &E) {
         if let Some(verdict) = self.inner.classify_error(e.as_error()) {
-            self.settle(verdict, Some(e), std::any::type_name::<E>());
+            self.settle(verdict, Some(ErrorText::of(e)));
         }
     }
 }
 
-pub(super) fn error_display<T, E: fmt::Display>(
-    result: &Result<T, E>,
-) -> Option<&dyn fmt::Display> {
-    result.as_ref().err().map(|e| e as &dyn fmt::Display)
+/// A classified call's error, as the breaker keeps it.
+pub(super) fn error_text<T, E: fmt::Display>(result: &Result<T, E>) -> Option<ErrorText<'_>> {
+    result
+        .as_ref()
+        .err()
+        .map(|e| ErrorText::shown(e, std::any::type_name::<E>()))
 }
 
 impl Inner {
     /// Records a settled call (R4), then reports it (R13.4: the call, then
     /// any transition it caused), then queues shared writes (R15.4).
     #[inline]
-    pub(super) fn settle(
-        &self,
-        ticket: Ticket,
-        verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
-    ) {
+    pub(super) fn settle(&self, ticket: Ticket, verdict: Verdict, error: Option<ErrorText<'_>>) {
         if verdict == Verdict::Success {
             self.settle_success(ticket);
         } else {
-            self.settle_at(ticket, self.clock.now(), verdict, error, type_name);
+            self.settle_at(ticket, self.clock.now(), verdict, error);
         }
     }
 
@@ -151,7 +145,7 @@ impl Inner {
             // A slow call, or one the machine must see: the general path,
             // from the call's first end reading, as before.
         }
-        self.settle_at(ticket, end, Verdict::Success, None, "");
+        self.settle_at(ticket, end, Verdict::Success, None);
     }
 
     /// The call's end and duration in nanoseconds. On `CoarseClock` a call
@@ -180,8 +174,7 @@ impl Inner {
         ticket: Ticket,
         end: Timestamp,
         verdict: Verdict,
-        error: Option<&dyn fmt::Display>,
-        type_name: &'static str,
+        error: Option<ErrorText<'_>>,
     ) {
         let unrecorded = Unrecorded {
             inner: self,
@@ -190,31 +183,18 @@ impl Inner {
         let (end, elapsed_nanos) = self.measure(ticket.start, end);
         let slow = elapsed_nanos >= self.slow_nanos;
         let outcome = Outcome::from_flags(verdict.is_failure(), slow);
-        let panicked = match (error, verdict.is_failure()) {
-            (Some(err), true) => self.remember_failure(err, type_name),
-            _ => None,
+        let inconclusive = verdict == Verdict::Inconclusive;
+        // R11.3: an error judged a failure becomes the last failure, kept
+        // under the lock its outcome is recorded under.
+        let (effects, panicked) = match error {
+            Some(text) if verdict.is_failure() => self.with_kept(text, |keep| {
+                self.record_settled(ticket, end, outcome, inconclusive, Some(keep))
+            }),
+            _ => (
+                self.record_settled(ticket, end, outcome, inconclusive, None),
+                None,
+            ),
         };
-        let status = self.status.load(Ordering::Acquire);
-        let current = status >> STATUS_SHIFT == ticket.generation();
-        // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
-        // machine: skip the lock. So does a plain success while the machine
-        // of this generation has said that one changes nothing (QUIET_BIT).
-        //
-        // Why skipping is linearizable: the machine decides the bit, under
-        // the lock, from its own state, and every change of that state
-        // republishes it (with the generation, in the same word) before the
-        // lock is released. The skipped success takes effect at the load
-        // above. Any record that makes successes count again (a failure, a
-        // slow call, a transition) either had published its word before
-        // that load (then this load sees the bit cleared or the generation
-        // moved, and takes the lock), or had not: then it is still in
-        // progress, and the success is ordered before it, at a point where
-        // recording it changed nothing. A concurrent failure that trips may
-        // therefore be ordered after the skipped success, exactly as if the
-        // success had won the lock first; the window it finds is the same.
-        let quiet = status & QUIET_BIT != 0 && outcome == Outcome::Success;
-        let effects = (current && !quiet && State::from_bits(status) != State::Disabled)
-            .then(|| self.record(ticket, end, outcome, verdict == Verdict::Inconclusive));
         // Recorded (or nothing to record): the slot is the machine's again.
         std::mem::forget(unrecorded);
         if !self.listeners.is_empty() {
@@ -242,17 +222,60 @@ impl Inner {
         }
     }
 
+    /// Records a settled outcome if the machine counts it, and keeps the
+    /// last failure in any case (R11.3); the effects of a record.
+    #[inline]
+    fn record_settled(
+        &self,
+        ticket: Ticket,
+        end: Timestamp,
+        outcome: Outcome,
+        inconclusive: bool,
+        keep: Option<Keep<'_>>,
+    ) -> Option<Effects> {
+        let status = self.status.load(Ordering::Acquire);
+        let current = status >> STATUS_SHIFT == ticket.generation();
+        // Stale calls (R8.8) and DISABLED (R8.10) change nothing in the
+        // machine: skip the lock. So does a plain success while the machine
+        // of this generation has said that one changes nothing (QUIET_BIT).
+        //
+        // Why skipping is linearizable: the machine decides the bit, under
+        // the lock, from its own state, and every change of that state
+        // republishes it (with the generation, in the same word) before the
+        // lock is released. The skipped success takes effect at the load
+        // above. Any record that makes successes count again (a failure, a
+        // slow call, a transition) either had published its word before
+        // that load (then this load sees the bit cleared or the generation
+        // moved, and takes the lock), or had not: then it is still in
+        // progress, and the success is ordered before it, at a point where
+        // recording it changed nothing. A concurrent failure that trips may
+        // therefore be ordered after the skipped success, exactly as if the
+        // success had won the lock first; the window it finds is the same.
+        let quiet = status & QUIET_BIT != 0 && outcome == Outcome::Success;
+        if current && !quiet && State::from_bits(status) != State::Disabled {
+            return Some(self.record(ticket, end, outcome, inconclusive, keep));
+        }
+        if let Some(keep) = keep {
+            self.keep_failure(&mut self.core().failure, keep);
+        }
+        None
+    }
+
     /// The locked part of [`settle`](Self::settle): the machine records the
-    /// outcome.
+    /// outcome (and the last failure is kept, under the same lock).
     pub(super) fn record(
         &self,
         ticket: Ticket,
         end: Timestamp,
         outcome: Outcome,
         inconclusive: bool,
+        keep: Option<Keep<'_>>,
     ) -> Effects {
         let inconclusive = inconclusive && !ticket.leased();
         let ((), effects) = self.change(|core| {
+            if let Some(keep) = keep {
+                self.keep_failure(&mut core.failure, keep);
+            }
             // D2: a leased probe never touches local probe accounting.
             if ticket.leased() && core.machine.state() == State::HalfOpen {
                 return ((), None);
@@ -272,48 +295,6 @@ impl Inner {
         if ticket.probe() && !ticket.leased() {
             self.core().machine.release(ticket.admission());
         }
-    }
-
-    /// Keeps `err` as the last failure (R11.3). The error's `Display` is
-    /// user code: if it panics, the message is [`DISPLAY_PANICKED`] and the
-    /// panic is returned, for the caller to resume once the call is settled.
-    pub(super) fn remember_failure(
-        &self,
-        err: &dyn fmt::Display,
-        type_name: &'static str,
-    ) -> Option<Box<dyn Any + Send>> {
-        thread_local! {
-            static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
-        }
-        let mut panicked = None;
-        let mut show = |buf: &mut String| {
-            buf.clear();
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| write!(buf, "{err}"))) {
-                buf.clear();
-                buf.push_str(DISPLAY_PANICKED);
-                panicked = Some(payload);
-            }
-        };
-        // The same error repeating keeps its record: no allocation per
-        // failure during an outage.
-        let store = |message: &str| self.identity.record_failure(type_name, message);
-        let reused = SCRATCH.with(|scratch| {
-            let Ok(mut buf) = scratch.try_borrow_mut() else {
-                return false;
-            };
-            show(&mut buf);
-            store(&buf);
-            if buf.capacity() > 4096 {
-                *buf = String::new();
-            }
-            true
-        });
-        if !reused {
-            let mut message = String::new();
-            show(&mut message);
-            store(&message);
-        }
-        panicked
     }
 
     /// The verdict on a call that failed with `err`, through the breaker's
