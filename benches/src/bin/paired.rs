@@ -13,8 +13,8 @@
 //! The mixed workloads come first (issue 22): 0%, 1% and 10% failures through a count window
 //! of 100 and a 60 s time window, against recloser's count ring (`error_rate(0.5)
 //! .closed_len(100)`) and failsafe's time window, on one thread and then on two (each side's
-//! slice is two threads calling the breaker at once, 200,000 calls each, timed by the
-//! workers from the first start to the last end; the figure is wall time per call of one
+//! slice is two threads calling the breaker at once, 200,000 calls each, each pinned to its
+//! own core, timed by the workers from the first start to the last end; the figure is wall time per call of one
 //! thread, the ratio is against the faster peer).
 //!
 //! ```sh
@@ -117,9 +117,10 @@ fn slice2<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
     let barrier = Barrier::new(2);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..2)
-            .map(|_| {
+            .map(|worker| {
                 let barrier = &barrier;
                 s.spawn(move || {
+                    pin(worker);
                     barrier.wait();
                     let start = Instant::now();
                     slice(b, calls, expect);
@@ -135,6 +136,14 @@ fn slice2<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
         let end = spans.iter().map(|s| s.1).max().expect("two workers");
         end.duration_since(start)
     })
+}
+
+/// Pins the calling thread to core `worker` (when the machine has that many): the two
+/// workers of a slice then run in parallel on two cores.
+fn pin(worker: usize) {
+    if let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.get(worker).copied()) {
+        core_affinity::set_for_current(core);
+    }
 }
 
 /// [`paired`] with two-thread slices.
