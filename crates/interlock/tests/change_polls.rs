@@ -393,3 +393,70 @@ fn r17_12_every_full_poll_interval_a_poll_reads_everything() {
     let reads: Vec<u64> = (0..8).map(|_| poll(&storage, &lane).reads).collect();
     assert_eq!(reads, [10, 0, 0, 10, 0, 0, 10, 0]);
 }
+
+/// The storage's clock, which a test can step back (a server whose wall
+/// clock was corrected): the breakers keep their own `ManualClock`.
+#[derive(Clone, Debug, Default)]
+struct ServerClock(Arc<std::sync::atomic::AtomicU64>);
+
+impl ServerClock {
+    fn set_secs(&self, secs: u64) {
+        self.0
+            .store(secs * 1_000_000_000, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl interlock::Clock for ServerClock {
+    fn now(&self) -> interlock::Timestamp {
+        interlock::Timestamp::from_nanos(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+#[test]
+fn r17_13_an_open_from_the_storages_future_asks_to_begin_at_once_and_the_fleet_recovers() {
+    let server = ServerClock::default();
+    server.set_secs(100);
+    let storage = MemoryStorage::builder()
+        .clock(server.clone())
+        .settings(
+            StorageSettings::builder()
+                .notifications(false)
+                .state_ttl(TTL)
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let clock = ManualClock::new();
+    let lane = Coordinator::manual(storage.clone());
+    let b = breaker(&lane, &clock, "payments");
+    assert_eq!(poll(&storage, &lane), reads(1), "first: full");
+    storage.trip_open("payments", TTL, None); // opened at 100 s
+    assert_eq!(poll(&storage, &lane), reads(1), "the trip");
+    assert!(rejects(&b));
+    // Far from the end of the 10 s wait: no begin (R17.13).
+    assert_eq!(poll(&storage, &lane).begins, 0);
+    // The server's clock steps back 50 s: the OPEN is now in its future.
+    // Within two polls (the first still planned on the old reading) the
+    // breaker asks to begin at once, and the begin clamps the OPEN to the
+    // server's now (R16.3a) instead of leaving it 50 s away.
+    server.set_secs(50);
+    let begins: u64 = (0..2).map(|_| poll(&storage, &lane).begins).sum();
+    assert!(
+        begins >= 1,
+        "no begin for an OPEN from the storage's future"
+    );
+    // The clamped wait ends 10 s later on the server's clock: the fleet
+    // leaves OPEN then, not when the server reaches 110 s.
+    server.set_secs(61);
+    clock.advance(Duration::from_secs(11));
+    let recovered = (0..3).any(|_| {
+        poll(&storage, &lane);
+        b.shared_view().map(|v| v.state) == Some(State::HalfOpen)
+    });
+    assert!(
+        recovered,
+        "still {:?} at 61 s",
+        b.shared_view().map(|v| v.state)
+    );
+    assert!(!rejects(&b), "the first probe is admitted");
+}
