@@ -285,18 +285,8 @@ impl Identity {
     /// Makes `next` the last failure, as a new version (the breaker's lock
     /// holder has checked that it differs from the current one).
     pub(crate) fn publish_failure(&self, next: Option<LastFailure>) {
-        self.replace(|_| Some(next));
-    }
-
-    /// Appends the version `change` makes of the current failure, if it
-    /// makes one.
-    fn replace(&self, change: impl FnOnce(Option<&LastFailure>) -> Option<Option<LastFailure>>) {
         let mut log = self.failures.log();
-        let (version, current) = match log.back() {
-            Some((v, f)) => (*v, f.as_ref()),
-            None => (0, None),
-        };
-        let Some(next) = change(current) else { return };
+        let version = log.back().map_or(0, |(v, _)| *v);
         if log.len() >= KEPT_FAILURES {
             log.pop_front();
         }

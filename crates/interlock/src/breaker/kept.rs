@@ -76,24 +76,15 @@ impl Inner {
             self.set_last_failure(&mut core.failure, None);
         }
     }
-
-    /// Runs `record` with what the lock holder compares `text` with: its
-    /// `Display` output, shown into a reused buffer (no allocation per
-    /// failure during an outage). The error's `Display` is user code, run
-    /// outside any lock: if it panics, the message is [`DISPLAY_PANICKED`]
-    /// and the panic is returned, for the caller to resume once the call is
-    /// settled.
-    #[inline]
-    pub(super) fn with_kept<R>(
-        &self,
-        text: ErrorText<'_>,
-        record: impl FnOnce(Keep<'_>) -> R,
-    ) -> (R, Option<Box<dyn Any + Send>>) {
-        shown(text, record)
-    }
 }
 
-fn shown<R>(
+/// Runs `record` with what the lock holder compares `text` with: its
+/// `Display` output, shown into a reused buffer (no allocation per
+/// failure during an outage). The error's `Display` is user code, run
+/// outside any lock: if it panics, the message is [`DISPLAY_PANICKED`]
+/// and the panic is returned, for the caller to resume once the call is
+/// settled.
+pub(super) fn with_kept<R>(
     text: ErrorText<'_>,
     record: impl FnOnce(Keep<'_>) -> R,
 ) -> (R, Option<Box<dyn Any + Send>>) {

@@ -19,7 +19,7 @@ mod usage;
 
 use admission::{Door, Ticket, lock_free_deadline};
 use effects::Effects;
-use kept::{ErrorText, Keep, KeptFailure};
+use kept::{ErrorText, Keep, KeptFailure, with_kept};
 use settlement::{DISPLAY_PANICKED, Guard, error_text};
 pub(crate) use usage::Usage;
 

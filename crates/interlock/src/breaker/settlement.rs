@@ -105,7 +105,7 @@ impl Inner {
                 return;
             }
             // Otherwise a success lane, if the machine allows it (`tally.rs`).
-            if ticket.tally_in(status) && self.tally.try_add(ticket.generation(), end) {
+            if self.on_lane(ticket, status, end) {
                 return;
             }
         }
@@ -127,18 +127,8 @@ impl Inner {
             let (measured, elapsed_nanos) = self.measure(ticket.start, end);
             if elapsed_nanos < self.slow_nanos {
                 let status = self.status.load(Ordering::Acquire);
-                if ticket.quiet_in(status)
-                    || (ticket.tally_in(status)
-                        && self.tally.try_add(ticket.generation(), measured))
-                {
-                    emit(
-                        &self.listeners,
-                        &Event::call_recorded(
-                            self.name(),
-                            Outcome::Success,
-                            Duration::from_nanos(elapsed_nanos),
-                        ),
-                    );
+                if ticket.quiet_in(status) || self.on_lane(ticket, status, measured) {
+                    self.report_call(Outcome::Success, elapsed_nanos);
                     return;
                 }
             }
@@ -146,6 +136,22 @@ impl Inner {
             // from the call's first end reading, as before.
         }
         self.settle_at(ticket, end, Verdict::Success, None);
+    }
+
+    /// Whether a plain success of `ticket` that ended at `end` was counted
+    /// on a success lane (`status` of this ticket's generation, no shared
+    /// view in charge, and the lanes' own key allowing it).
+    #[inline(always)]
+    fn on_lane(&self, ticket: Ticket, status: u64, end: Timestamp) -> bool {
+        ticket.tally_in(status) && self.tally.try_add(ticket.generation(), end)
+    }
+
+    /// Tells the listeners a call settled as `outcome` after `elapsed_nanos`.
+    fn report_call(&self, outcome: Outcome, elapsed_nanos: u64) {
+        emit(
+            &self.listeners,
+            &Event::call_recorded(self.name(), outcome, Duration::from_nanos(elapsed_nanos)),
+        );
     }
 
     /// The call's end and duration in nanoseconds. On `CoarseClock` a call
@@ -187,7 +193,7 @@ impl Inner {
         // R11.3: an error judged a failure becomes the last failure, kept
         // under the lock its outcome is recorded under.
         let (effects, panicked) = match error {
-            Some(text) if verdict.is_failure() => self.with_kept(text, |keep| {
+            Some(text) if verdict.is_failure() => with_kept(text, |keep| {
                 self.record_settled(ticket, end, outcome, inconclusive, Some(keep))
             }),
             _ => (
@@ -198,11 +204,7 @@ impl Inner {
         // Recorded (or nothing to record): the slot is the machine's again.
         std::mem::forget(unrecorded);
         if !self.listeners.is_empty() {
-            let duration = Duration::from_nanos(elapsed_nanos);
-            emit(
-                &self.listeners,
-                &Event::call_recorded(self.name(), outcome, duration),
-            );
+            self.report_call(outcome, elapsed_nanos);
         }
         // R9.6: a leased probe's verdict always counts in the storage, and
         // R15.4: it is queued before the local trip it causes, as in 2.8.2
