@@ -443,6 +443,20 @@ impl Machine {
         })
     }
 
+    /// Whether [`tally_key`](Self::tally_key) stays `Some` for the rest of
+    /// this generation, whatever is recorded: in CLOSED with a full count
+    /// window. It never empties, and it holds at least the gate (config
+    /// validation keeps `minimum_number_of_calls` within the window), so
+    /// every record is evaluated over the whole window: a failure or slow
+    /// call that would leave a success able to trip trips itself (a new
+    /// generation), and successes only lower the rates. A time window never
+    /// lasts: its calls expire.
+    pub(crate) fn tally_key_lasts(&self) -> bool {
+        self.state == State::Closed
+            && matches!(&self.window, Window::Count(w)
+                if w.snapshot().total_calls == w.capacity())
+    }
+
     /// How many plain successes would make [`success_is_noop`](Self::success_is_noop)
     /// true (a count window full of successes), `u64::MAX` if none would.
     /// The success lanes fold themselves in once they hold that many, so

@@ -516,3 +516,95 @@ fn loom_tally_success_racing_a_rollover() {
         assert_eq!(b.state(), State::Closed);
     });
 }
+
+// Owned lanes (plain stores) against shared lanes (compare-and-swap): the
+// models above run with every thread on an owned lane (the default); these
+// put threads on shared lanes, and on one of each.
+
+#[test]
+fn loom_shared_lane_success_racing_a_failure_that_may_trip() {
+    // As `loom_tally_success_racing_a_failure_that_may_trip`, both threads
+    // on shared lanes: the same two outcomes, nothing else.
+    loom::model(|| {
+        super::tally::set_shared_lane(0);
+        let clock = ManualClock::new();
+        let b = quiet_less(counted(SlidingWindow::count(3), 3, 0.5), &clock);
+        b.acquire().unwrap().success();
+        b.acquire().unwrap().failure();
+        b.acquire().unwrap().success();
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_shared_lane(1);
+            other.acquire().unwrap().failure();
+        });
+        permit.success();
+        t.join().unwrap();
+        let snap = b.snapshot();
+        match b.state() {
+            State::Open => assert_eq!((snap.total_calls, snap.failed_calls), (3, 2)),
+            State::Closed => assert_eq!((snap.total_calls, snap.failed_calls), (3, 1)),
+            other => panic!("unexpected {other}"),
+        }
+    });
+}
+
+#[test]
+fn loom_owned_success_racing_a_shared_lane_failure_that_may_trip() {
+    // As `loom_tally_success_racing_a_failure_that_may_trip` (a full count
+    // window, whose key lasts: the success is on its owned lane, with a
+    // plain store), the failure's thread on a shared lane. A success whose
+    // store lands after the trip is of the old generation: stale, dropped
+    // by the next fold. The same two outcomes, nothing else.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let b = quiet_less(counted(SlidingWindow::count(3), 3, 0.5), &clock);
+        b.acquire().unwrap().success();
+        b.acquire().unwrap().failure();
+        b.acquire().unwrap().success();
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_shared_lane(1);
+            other.acquire().unwrap().failure();
+        });
+        permit.success();
+        t.join().unwrap();
+        let snap = b.snapshot();
+        match b.state() {
+            State::Open => assert_eq!((snap.total_calls, snap.failed_calls), (3, 2)),
+            State::Closed => assert_eq!((snap.total_calls, snap.failed_calls), (3, 1)),
+            other => panic!("unexpected {other}"),
+        }
+    });
+}
+
+#[test]
+fn loom_owned_successes_of_two_threads_and_a_snapshot_count_once() {
+    // R5 / R1.3: in a full count window [F, S, S] (never trips at 1.0), two
+    // threads on their own owned lanes add a success each while a third
+    // takes a snapshot: it sees neither, one (the failure pushed out) or
+    // both, never a torn count, and the final snapshot sees both once.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let b = quiet_less(counted(SlidingWindow::count(3), 3, 1.0), &clock);
+        b.acquire().unwrap().failure();
+        b.acquire().unwrap().success();
+        b.acquire().unwrap().success();
+        let (p1, p2) = (b.acquire().unwrap(), b.acquire().unwrap());
+        let other = b.clone();
+        let s2 = thread::spawn(move || {
+            super::tally::set_lane(1);
+            p2.success();
+        });
+        let snapshot = thread::spawn(move || other.snapshot());
+        p1.success();
+        s2.join().unwrap();
+        let seen = snapshot.join().unwrap();
+        assert_eq!(seen.total_calls, 3);
+        assert!(seen.failed_calls <= 1, "{seen}");
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (3, 0));
+        assert_eq!(b.state(), State::Closed);
+    });
+}

@@ -264,31 +264,82 @@ impl Inner {
     /// Runs `op` under the lock, republishes, and reports what changed.
     ///
     /// The success lanes are folded into the machine first and re-keyed
-    /// after `op` (see `tally.rs` for why that is exact).
+    /// after `op` (see `tally.rs` for why that is exact). Late successes
+    /// the fold finds that trip the breaker are a change of their own: it
+    /// is reported, with the lock released, before `op` runs.
     pub(crate) fn change<R>(
         &self,
         op: impl FnOnce(&mut Core) -> (R, Option<Transition>),
     ) -> (R, Effects) {
         let mut core = self.core();
-        if core.tally_key.is_some() {
-            let pending = self.tally.collect();
-            core.machine.absorb_successes(pending);
+        while let Some(effects) = self.fold(&mut core) {
+            drop(core);
+            self.after(effects);
+            core = self.core();
         }
         let before = core.effective().0;
         let (r, local) = op(&mut core);
-        let local = self.rekey(&mut core, local);
+        (r, self.changed(&mut core, before, local))
+    }
+
+    /// Under the lock: records what the success lanes counted since the
+    /// last fold; the effects of a change, if late successes recorded
+    /// through the full path made one (`tally.rs`).
+    fn fold(&self, core: &mut Core) -> Option<Effects> {
+        let mut pending = if core.tally_key.is_some() {
+            self.tally.collect()
+        } else {
+            0
+        };
+        let folded = self.tally.fold_owned(core.machine.generation());
+        pending += folded.current;
+        let mut late = folded.late;
+        if core.tally_key.is_some() {
+            // Under a key no run of successes can trip: late ones of this
+            // generation count as the current ones do.
+            pending += late;
+            late = 0;
+        }
+        if pending > 0 {
+            core.machine.absorb_successes(pending);
+        }
+        if late == 0 {
+            return None;
+        }
+        self.record_late_owned(core, late)
+    }
+
+    /// Late successes of an owned lane while the machine has no key: one
+    /// by one through its full path, as locked successes of the current
+    /// generation; the effects if they changed the state.
+    #[cold]
+    #[inline(never)]
+    fn record_late_owned(&self, core: &mut Core, late: u64) -> Option<Effects> {
+        let before = core.effective().0;
+        let mut local = None;
+        let old = TallyKey {
+            generation: core.machine.generation(),
+            second: 0,
+        };
+        self.record_late(core, old, late, &mut local);
+        local.map(|t| self.changed(core, before, Some(t)))
+    }
+
+    /// Under the lock, after the machine changed (or may have): re-keys
+    /// the lanes, republishes, and says what changed since `before`.
+    fn changed(&self, core: &mut Core, before: State, local: Option<Transition>) -> Effects {
+        let local = self.rekey(core, local);
         let after = core.effective().0;
         if before != after {
             core.since = self.clock.now();
         }
-        self.publish(&core);
-        let effects = Effects {
+        self.publish(core);
+        Effects {
             local,
             effective: (before != after).then_some((before, after)),
             generation: core.machine.generation(),
             open_wait: core.machine.open_wait(),
-        };
-        (r, effects)
+        }
     }
 
     /// Under the lock, after a change: tags the success lanes with the
@@ -302,6 +353,12 @@ impl Inner {
         self.tally.flush_at(core.machine.successes_to_quiet());
         let key = core.machine.tally_key();
         if key == core.tally_key {
+            if let Some(key) = key {
+                // A count window that filled up: its key now lasts.
+                if !self.tally.owned_open() && core.machine.tally_key_lasts() {
+                    self.tally.open_owned(key);
+                }
+            }
             return local;
         }
         let late = self.tally.invalidate();
@@ -310,7 +367,7 @@ impl Inner {
         }
         let key = core.machine.tally_key();
         if let Some(key) = key {
-            self.tally.validate(key);
+            self.tally.validate(key, core.machine.tally_key_lasts());
         }
         core.tally_key = key;
         local
@@ -410,7 +467,7 @@ impl<M: Mode> CircuitBreaker<M> {
         tally.flush_at(machine.successes_to_quiet());
         let tally_key = machine.tally_key();
         if let Some(key) = tally_key {
-            tally.validate(key);
+            tally.validate(key, machine.tally_key_lasts());
         }
         let core = Core {
             machine,

@@ -18,6 +18,51 @@
 //! full lane, a lost race) takes the locked path instead, which is always
 //! correct. Only the lock holder changes a tag.
 //!
+//! # Owned lanes: no atomic read-modify-write
+//!
+//! The compare-and-swap above is about half of a lane success's time on
+//! one thread (it drains the store buffer). So a thread that holds one of
+//! the process's few *slots* (one per lane, taken at its first lane
+//! success and given back when it exits) counts on its breaker's owned
+//! lane of that number instead, with a plain load and store: only it ever
+//! writes that word, so no increment can be lost. A thread without a slot
+//! (more threads than lanes) uses the shared lanes above.
+//!
+//! An owned lane is two words on one line: `word`, written only by the
+//! owner (`epoch << 32 | count`, the count wrapping), and `folded`, the
+//! word as the last fold read it, written only by the lock holder. The
+//! lock holder never writes `word`; instead the owner checks a key word
+//! the lock holder publishes (`Tally::key`: the tag above, valid or not,
+//! and in its low 16 bits the key's number, moved at every re-key), and
+//! counts under that key's epoch (the generation's low 15 bits and the
+//! key's number). A success adds only while the key is valid for its
+//! generation and second and its lane's pending count (`word` less
+//! `folded`, for the same epoch) stays below the flush point; a lane
+//! still holding another epoch's unfolded successes takes the lock.
+//!
+//! Without a read-modify-write (or a store-load fence, which costs as
+//! much) an owner may read a key, the lock holder re-key and fold, and the
+//! owner's store land after both, however long after (the owner may be
+//! descheduled in between): a *late* success, counted under an epoch no
+//! longer current. Its store is where it takes effect: every fold that
+//! read the lane before the store came before it, and the first fold that
+//! sees it records it first, before its own operation. That is exact only
+//! if recording it then changes no decision taken in between, so the
+//! owned key is published only while the machine's key **lasts the
+//! generation** (`Machine::tally_key_lasts`: CLOSED with a full count
+//! window). Then a late success is either of an older generation (stale,
+//! R8.8: dropped) or of this one, whose key is still up, and no run of
+//! successes can trip from it: recorded with the current ones. (Under a
+//! key that can go, a failure could take it away, a success that then
+//! should trip stays invisible until the next fold, and a call admitted
+//! meanwhile would not be rejected: the loom model of a time window found
+//! exactly that, so time windows and filling count windows count on the
+//! shared lanes.) The fold still records a late success of this
+//! generation without a key through the machine's full path, reporting a
+//! trip it causes as a change of its own before the operation runs
+//! (`Inner::change`), so that a mistake in that proof would cost a delay,
+//! never a lost success.
+//!
 //! # Why it is exact
 //!
 //! The machine publishes a key only when no run of plain successes from its
@@ -75,6 +120,44 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 #[repr(align(64))]
 struct Lane(AtomicU64);
 
+/// The key word's number of the key (its low 16 bits).
+const NUMBER_MASK: u64 = COUNT_MASK;
+/// An owned lane word's count: its low 32 bits.
+const OWNED_COUNT_MASK: u64 = (1 << 32) - 1;
+
+/// One owned lane: its thread's count and what the folds took of it.
+#[repr(align(64))]
+struct Owned {
+    /// `epoch << 32 | count`: written only by the lane's thread.
+    word: AtomicU64,
+    /// The word as the last fold read it: written only under the lock.
+    folded: AtomicU64,
+}
+
+/// The epoch a key word names: its generation's low 15 bits and its number.
+fn epoch_of(key: u64) -> u64 {
+    (((key >> GENERATION_SHIFT) & GENERATION_MASK) << COUNT_BITS) | (key & NUMBER_MASK)
+}
+
+/// How many of `word`'s successes `folded` does not hold yet.
+fn unfolded(word: u64, folded: u64) -> u64 {
+    let base = if word >> 32 == folded >> 32 {
+        folded
+    } else {
+        0
+    };
+    (word.wrapping_sub(base)) & OWNED_COUNT_MASK
+}
+
+/// What a fold took from the owned lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Folded {
+    /// Successes of the key now published: recorded in bulk.
+    pub(crate) current: u64,
+    /// Successes of an earlier key of the machine's generation.
+    pub(crate) late: u64,
+}
+
 /// The tag bits of `key`.
 fn tag(generation: u64, second: u64) -> u64 {
     VALID
@@ -85,6 +168,13 @@ fn tag(generation: u64, second: u64) -> u64 {
 /// The lanes of one breaker.
 pub(crate) struct Tally {
     lanes: Box<[Lane]>,
+    /// One per slot (`owned_slot`), as many as `lanes`.
+    owned: Box<[Owned]>,
+    /// The owned lanes' key: the shared lanes' tag while the machine's key
+    /// lasts the generation (`Machine::tally_key_lasts`; no [`VALID`] bit
+    /// otherwise: owners then use the shared lanes), and the key's number
+    /// in the low 16 bits. Written only under the lock.
+    key: AtomicU64,
     mask: usize,
     /// A success that would make a lane hold this many takes the lock (and
     /// folds the lanes): at most [`MAX_PENDING`], and for a count window
@@ -102,6 +192,13 @@ impl Tally {
         let n = lane_count();
         Tally {
             lanes: (0..n).map(|_| Lane(AtomicU64::new(INVALID))).collect(),
+            owned: (0..n)
+                .map(|_| Owned {
+                    word: AtomicU64::new(0),
+                    folded: AtomicU64::new(0),
+                })
+                .collect(),
+            key: AtomicU64::new(INVALID),
             mask: n - 1,
             flush_at: AtomicU64::new(MAX_PENDING),
             timed,
@@ -126,9 +223,23 @@ impl Tally {
         } else {
             0
         };
-        let lane = &self.lanes[lane_index() & self.mask].0;
+        let tag = tag(generation, second);
+        if let Some(lane) = self.owned.get(owned_slot()) {
+            let key = self.key.load(Ordering::Relaxed);
+            if key & !NUMBER_MASK == tag {
+                return self.add_owned(lane, key);
+            }
+        }
+        self.add_shared(lane_index(), tag)
+    }
+
+    /// [`try_add`](Self::try_add) on shared lane `index` (modulo the lane
+    /// count): one compare-and-swap.
+    #[inline(always)]
+    fn add_shared(&self, index: usize, tag: u64) -> bool {
+        let lane = &self.lanes[index & self.mask].0;
         let word = lane.load(Ordering::Relaxed);
-        if word & !COUNT_MASK != tag(generation, second)
+        if word & !COUNT_MASK != tag
             || (word & COUNT_MASK) + 1 >= self.flush_at.load(Ordering::Relaxed)
         {
             return false;
@@ -137,20 +248,81 @@ impl Tally {
             .is_ok()
     }
 
-    /// Under the lock: takes every lane's count, keeping the tags.
+    /// [`try_add`](Self::try_add) on this thread's own lane, under the
+    /// owned lanes' `key` as read (valid, and the success's tag): plain
+    /// loads and one store.
+    #[inline(always)]
+    fn add_owned(&self, lane: &Owned, key: u64) -> bool {
+        let epoch = epoch_of(key);
+        let word = lane.word.load(Ordering::Relaxed);
+        let folded = lane.folded.load(Ordering::Relaxed);
+        let next = if word >> 32 == epoch {
+            // A stale `folded` only overstates what is pending: the lane
+            // then takes the lock a little early.
+            if unfolded(word, folded) + 1 >= self.flush_at.load(Ordering::Relaxed) {
+                return false;
+            }
+            (word & !OWNED_COUNT_MASK) | (word.wrapping_add(1) & OWNED_COUNT_MASK)
+        } else {
+            // Another key's count: start this one's only once the folds
+            // took all of it (otherwise the lock folds it).
+            if folded != word || self.flush_at.load(Ordering::Relaxed) <= 1 {
+                return false;
+            }
+            (epoch << 32) | 1
+        };
+        lane.word.store(next, Ordering::Release);
+        true
+    }
+
+    /// Under the lock: takes every shared lane's count, keeping the tags.
     pub(crate) fn collect(&self) -> u64 {
         let mut total = 0;
         for lane in &self.lanes[..] {
-            if lane.0.load(Ordering::Relaxed) & COUNT_MASK != 0 {
-                total += lane.0.fetch_and(!COUNT_MASK, Ordering::Relaxed) & COUNT_MASK;
+            let n = lane.0.load(Ordering::Relaxed) & COUNT_MASK;
+            if n != 0 {
+                // Only adds race this (the tag is the lock holder's): take
+                // exactly the `n` seen, leave any added since.
+                lane.0.fetch_sub(n, Ordering::Relaxed);
+                total += n;
             }
         }
         total
     }
 
+    /// Under the lock: takes what the owned lanes counted since the last
+    /// fold, for a machine of `generation`: the successes of the key now
+    /// published and the late ones of an earlier key of this generation
+    /// (those of another generation are stale, R8.8, and dropped).
+    pub(crate) fn fold_owned(&self, generation: u64) -> Folded {
+        let key = self.key.load(Ordering::Relaxed);
+        let current = (key & VALID != 0).then(|| epoch_of(key));
+        let mut folded = Folded::default();
+        for lane in &self.owned[..] {
+            let word = lane.word.load(Ordering::Acquire);
+            let before = lane.folded.load(Ordering::Relaxed);
+            if word == before {
+                continue;
+            }
+            lane.folded.store(word, Ordering::Relaxed);
+            let n = unfolded(word, before);
+            let epoch = word >> 32;
+            if Some(epoch) == current {
+                folded.current += n;
+            } else if epoch >> COUNT_BITS == generation & GENERATION_MASK {
+                folded.late += n;
+            }
+        }
+        folded
+    }
+
     /// Under the lock: no success may be added any more; returns the ones
     /// added since the last [`collect`](Self::collect).
     pub(crate) fn invalidate(&self) -> u64 {
+        // The owned lanes' next key gets the next number: a success
+        // counted under this one from now on is late.
+        let number = (self.key.load(Ordering::Relaxed) + 1) & NUMBER_MASK;
+        self.key.store(number, Ordering::Relaxed);
         self.lanes
             .iter()
             .map(|lane| lane.0.swap(INVALID, Ordering::Relaxed) & COUNT_MASK)
@@ -159,11 +331,46 @@ impl Tally {
 
     /// Under the lock, after [`invalidate`](Self::invalidate): successes of
     /// `key` may be added again.
-    pub(crate) fn validate(&self, key: TallyKey) {
+    pub(crate) fn validate(&self, key: TallyKey, lasts: bool) {
         let word = tag(key.generation, key.second);
         for lane in &self.lanes[..] {
             lane.0.store(word, Ordering::Relaxed);
         }
+        if lasts {
+            self.open_owned(key);
+        }
+    }
+
+    /// Under the lock, with `key` the lanes' key: owners may count on their
+    /// own lanes from now on (the key lasts the generation). Idempotent.
+    pub(crate) fn open_owned(&self, key: TallyKey) {
+        let number = self.key.load(Ordering::Relaxed) & NUMBER_MASK;
+        self.key
+            .store(tag(key.generation, key.second) | number, Ordering::Relaxed);
+    }
+
+    /// Whether owners count on their own lanes.
+    pub(crate) fn owned_open(&self) -> bool {
+        self.key.load(Ordering::Relaxed) & VALID != 0
+    }
+
+    /// For tests: the owned key word now, and the store an owner of lane 0
+    /// that read `key` makes for one success (as `add_owned` does).
+    #[cfg(test)]
+    pub(crate) fn owned_key(&self) -> u64 {
+        self.key.load(Ordering::Relaxed)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn store_on_lane_0(&self, key: u64) {
+        let lane = &self.owned[0];
+        let word = lane.word.load(Ordering::Relaxed);
+        let next = if word >> 32 == epoch_of(key) {
+            word + 1
+        } else {
+            (epoch_of(key) << 32) | 1
+        };
+        lane.word.store(next, Ordering::Release);
     }
 }
 
@@ -203,8 +410,104 @@ fn lane_index() -> usize {
     .unwrap_or(0)
 }
 
+/// No slot: the thread uses the shared lanes.
+#[cfg(not(all(test, interlock_loom)))]
+const NO_SLOT: u8 = u8::MAX - 1;
+/// Not asked for a slot yet.
+#[cfg(not(all(test, interlock_loom)))]
+const UNCLAIMED: u8 = u8::MAX;
+
+#[cfg(not(all(test, interlock_loom)))]
+thread_local! {
+    /// This thread's slot (below [`MAX_LANES`]), [`NO_SLOT`] or [`UNCLAIMED`].
+    static SLOT: std::cell::Cell<u8> = const { std::cell::Cell::new(UNCLAIMED) };
+    /// Gives the slot back when the thread exits.
+    static RELEASE: SlotRelease = const { SlotRelease(std::cell::Cell::new(NO_SLOT)) };
+}
+
+/// The process's slots, one bit each: a slot's owner is the only thread
+/// that writes owned lanes of its number, in every breaker.
+#[cfg(not(all(test, interlock_loom)))]
+static SLOTS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+#[cfg(not(all(test, interlock_loom)))]
+const _: () = assert!(MAX_LANES <= u8::BITS as usize);
+
+/// Gives a thread's slot back when it exits. Release: the thread's last
+/// lane stores happen before the next owner's loads (its claim acquires).
+#[cfg(not(all(test, interlock_loom)))]
+struct SlotRelease(std::cell::Cell<u8>);
+
+#[cfg(not(all(test, interlock_loom)))]
+impl Drop for SlotRelease {
+    fn drop(&mut self) {
+        let slot = self.0.replace(NO_SLOT);
+        if usize::from(slot) < MAX_LANES {
+            // A success counted later by this thread (from another
+            // thread-local's destructor) takes the shared lanes.
+            let _ = SLOT.try_with(|s| s.set(NO_SLOT));
+            SLOTS.fetch_and(!(1 << slot), Ordering::Release);
+        }
+    }
+}
+
+/// This thread's owned lane number in every breaker; out of range
+/// (`usize::MAX`) for a thread without a slot.
+#[cfg(not(all(test, interlock_loom)))]
+#[inline]
+fn owned_slot() -> usize {
+    SLOT.try_with(|slot| match slot.get() {
+        UNCLAIMED => claim_slot(slot),
+        s => s,
+    })
+    .map_or(usize::MAX, |s| {
+        if s == NO_SLOT {
+            usize::MAX
+        } else {
+            usize::from(s)
+        }
+    })
+}
+
+/// A thread's first lane success: takes the lowest free slot, if any
+/// (threads beyond the lane count share the shared lanes). Acquire: the
+/// slot's previous owner's stores are seen.
+#[cfg(not(all(test, interlock_loom)))]
+#[cold]
+#[inline(never)]
+fn claim_slot(slot: &std::cell::Cell<u8>) -> u8 {
+    let claimed = take_slot(&SLOTS, lane_count()).unwrap_or(NO_SLOT);
+    if claimed != NO_SLOT && RELEASE.try_with(|r| r.0.set(claimed)).is_err() {
+        // Exiting already: nothing would give the slot back.
+        SLOTS.fetch_and(!(1 << claimed), Ordering::Release);
+        slot.set(NO_SLOT);
+        return NO_SLOT;
+    }
+    slot.set(claimed);
+    claimed
+}
+
+/// Takes the lowest of the first `count` slots free in `slots`, if any.
+#[cfg(not(all(test, interlock_loom)))]
+fn take_slot(slots: &std::sync::atomic::AtomicU8, count: usize) -> Option<u8> {
+    let all = u8::MAX >> (u8::BITS as usize - count.min(u8::BITS as usize));
+    let mut taken = slots.load(Ordering::Relaxed);
+    loop {
+        let free = !taken & all;
+        if free == 0 {
+            return None;
+        }
+        let bit = free & free.wrapping_neg();
+        match slots.compare_exchange_weak(taken, taken | bit, Ordering::Acquire, Ordering::Relaxed)
+        {
+            #[allow(clippy::cast_possible_truncation, reason = "below 8")]
+            Ok(_) => return Some(bit.trailing_zeros() as u8),
+            Err(now) => taken = now,
+        }
+    }
+}
+
 /// Under loom: two lanes, and each modelled thread says which it uses
-/// ([`set_lane`]), so the models are deterministic.
+/// ([`set_lane`], [`set_shared_lane`]), so the models are deterministic.
 #[cfg(all(test, interlock_loom))]
 fn lane_count() -> usize {
     2
@@ -213,6 +516,7 @@ fn lane_count() -> usize {
 #[cfg(all(test, interlock_loom))]
 loom::thread_local! {
     static LOOM_LANE: std::cell::Cell<usize> = std::cell::Cell::new(0);
+    static LOOM_OWNED: std::cell::Cell<bool> = std::cell::Cell::new(true);
 }
 
 #[cfg(all(test, interlock_loom))]
@@ -220,10 +524,28 @@ fn lane_index() -> usize {
     LOOM_LANE.with(std::cell::Cell::get)
 }
 
-/// Under loom: the lane this modelled thread adds to.
+#[cfg(all(test, interlock_loom))]
+fn owned_slot() -> usize {
+    if LOOM_OWNED.with(std::cell::Cell::get) {
+        lane_index()
+    } else {
+        usize::MAX
+    }
+}
+
+/// Under loom: this modelled thread owns lane `i` (the default: lane 0).
 #[cfg(all(test, interlock_loom))]
 pub(crate) fn set_lane(i: usize) {
     LOOM_LANE.with(|lane| lane.set(i));
+    LOOM_OWNED.with(|owned| owned.set(true));
+}
+
+/// Under loom: this modelled thread adds to shared lane `i` (with a
+/// compare-and-swap), as a thread without a slot does.
+#[cfg(all(test, interlock_loom))]
+pub(crate) fn set_shared_lane(i: usize) {
+    LOOM_LANE.with(|lane| lane.set(i));
+    LOOM_OWNED.with(|owned| owned.set(false));
 }
 
 #[cfg(all(test, not(interlock_loom)))]
@@ -238,53 +560,197 @@ mod tests {
         Timestamp::from_nanos(secs * NANOS_PER_SEC + 1)
     }
 
+    /// Which lanes a test adds to.
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        Shared,
+        Owned,
+    }
+
+    const KINDS: [Kind; 2] = [Kind::Shared, Kind::Owned];
+
+    impl Tally {
+        /// A success on lane 0 of `kind`.
+        fn add(&self, kind: Kind, generation: u64, end: Timestamp) -> bool {
+            let second = if self.timed {
+                end.as_nanos() / NANOS_PER_SEC
+            } else {
+                0
+            };
+            let tag = tag(generation, second);
+            match kind {
+                Kind::Shared => self.add_shared(0, tag),
+                Kind::Owned => {
+                    let key = self.key.load(Ordering::Relaxed);
+                    key & !NUMBER_MASK == tag && self.add_owned(&self.owned[0], key)
+                }
+            }
+        }
+
+        /// What a fold takes from lanes of `kind` (the current key's).
+        fn take(&self, kind: Kind, generation: u64) -> u64 {
+            match kind {
+                Kind::Shared => self.collect(),
+                Kind::Owned => self.fold_owned(generation).current,
+            }
+        }
+    }
+
     #[test]
     fn nothing_is_added_without_a_key() {
-        let t = Tally::new(false);
-        assert!(!t.try_add(0, at(0)));
-        assert_eq!(t.collect(), 0);
+        for kind in KINDS {
+            let t = Tally::new(false);
+            assert!(!t.add(kind, 0, at(0)), "{kind:?}");
+            assert!(!t.try_add(0, at(0)), "{kind:?}: whichever lane");
+            assert_eq!(t.take(kind, 0), 0, "{kind:?}");
+        }
     }
 
     #[test]
     fn adds_only_for_its_own_generation_and_second() {
-        let t = Tally::new(true);
-        t.validate(key(3, 7));
-        assert!(t.try_add(3, at(7)));
-        assert!(t.try_add(3, at(7)));
-        assert!(!t.try_add(2, at(7)), "another generation (R8.8)");
-        assert!(!t.try_add(3, at(8)), "a later second (R5.2)");
-        assert!(!t.try_add(3, at(6)), "an earlier second");
-        assert_eq!(t.collect(), 2);
-        assert_eq!(t.collect(), 0, "collected once");
-        assert!(t.try_add(3, at(7)), "the tag stays after a collect");
-        assert_eq!(t.invalidate(), 1);
-        assert!(!t.try_add(3, at(7)), "invalid after invalidate");
-        assert_eq!(t.invalidate(), 0);
+        for kind in KINDS {
+            let t = Tally::new(true);
+            t.validate(key(3, 7), true);
+            assert!(t.add(kind, 3, at(7)));
+            assert!(t.add(kind, 3, at(7)));
+            assert!(
+                !t.add(kind, 2, at(7)),
+                "{kind:?}: another generation (R8.8)"
+            );
+            assert!(!t.add(kind, 3, at(8)), "{kind:?}: a later second (R5.2)");
+            assert!(!t.add(kind, 3, at(6)), "{kind:?}: an earlier second");
+            assert_eq!(t.take(kind, 3), 2, "{kind:?}");
+            assert_eq!(t.take(kind, 3), 0, "{kind:?}: collected once");
+            assert!(
+                t.add(kind, 3, at(7)),
+                "{kind:?}: the tag stays after a collect"
+            );
+            let late = t.invalidate();
+            assert!(!t.add(kind, 3, at(7)), "{kind:?}: invalid after invalidate");
+            match kind {
+                Kind::Shared => assert_eq!(late, 1),
+                // An owned lane's count stays until a fold takes it: late
+                // now, its key is gone.
+                Kind::Owned => {
+                    assert_eq!(late, 0);
+                    let folded = t.fold_owned(3);
+                    assert_eq!((folded.current, folded.late), (0, 1));
+                }
+            }
+            assert_eq!(t.invalidate(), 0, "{kind:?}");
+            assert_eq!(t.fold_owned(3), Folded::default(), "{kind:?}");
+        }
     }
 
     #[test]
     fn a_count_window_ignores_the_second_and_folds_when_told() {
-        let t = Tally::new(false);
-        t.flush_at(4);
-        t.validate(key(1, 0));
-        assert!(t.try_add(1, at(5)));
-        assert!(t.try_add(1, at(9)));
-        assert!(t.try_add(1, at(9)));
-        assert!(!t.try_add(1, at(9)), "the fourth would fill the lane");
-        assert_eq!(t.collect(), 3);
-        assert!(t.try_add(1, at(9)));
+        for kind in KINDS {
+            let t = Tally::new(false);
+            t.flush_at(4);
+            t.validate(key(1, 0), true);
+            assert!(t.add(kind, 1, at(5)));
+            assert!(t.add(kind, 1, at(9)));
+            assert!(t.add(kind, 1, at(9)));
+            assert!(
+                !t.add(kind, 1, at(9)),
+                "{kind:?}: the fourth would fill the lane"
+            );
+            assert_eq!(t.take(kind, 1), 3, "{kind:?}");
+            assert!(t.add(kind, 1, at(9)), "{kind:?}");
+        }
     }
 
     #[test]
     fn a_time_window_lane_holds_at_most_max_pending_minus_one() {
-        let t = Tally::new(true);
-        t.validate(key(0, 0));
-        let mut added = 0;
-        while t.try_add(0, at(0)) {
-            added += 1;
+        for kind in KINDS {
+            let t = Tally::new(true);
+            t.validate(key(0, 0), true);
+            let mut added = 0;
+            while t.add(kind, 0, at(0)) {
+                added += 1;
+            }
+            assert_eq!(added, MAX_PENDING - 1, "{kind:?}");
+            assert_eq!(t.take(kind, 0), MAX_PENDING - 1, "{kind:?}");
         }
-        assert_eq!(added, MAX_PENDING - 1);
-        assert_eq!(t.collect(), MAX_PENDING - 1);
+    }
+
+    #[test]
+    fn an_owned_success_that_raced_a_re_key_is_late_and_never_lost() {
+        // The owner read key (1, 0), then the lock holder folded and
+        // re-keyed to (1, 1) before the owner's store landed: the store
+        // carries the old key's epoch. The next fold finds it late (same
+        // generation), and the lane starts the new key only once that
+        // fold has taken it.
+        let t = Tally::new(true);
+        t.validate(key(1, 0), true);
+        assert!(t.add(Kind::Owned, 1, at(0)));
+        let old_key = t.key.load(Ordering::Relaxed);
+        assert_eq!(t.fold_owned(1).current, 1);
+        let _ = t.invalidate();
+        t.validate(key(1, 1), true);
+        // The owner's late store, as `add_owned` makes it from `old_key`.
+        let lane = &t.owned[0];
+        let word = lane.word.load(Ordering::Relaxed);
+        assert_eq!(word >> 32, epoch_of(old_key));
+        lane.word.store(word + 1, Ordering::Release);
+        assert!(
+            !t.add(Kind::Owned, 1, at(1)),
+            "an unfolded count of another key takes the lock"
+        );
+        assert_eq!(
+            t.fold_owned(1),
+            Folded {
+                current: 0,
+                late: 1
+            }
+        );
+        assert!(
+            t.add(Kind::Owned, 1, at(1)),
+            "folded: the new key's count starts"
+        );
+        assert!(t.add(Kind::Owned, 1, at(1)));
+        assert_eq!(
+            t.fold_owned(1),
+            Folded {
+                current: 2,
+                late: 0
+            }
+        );
+        // Of another generation, a late success is stale (R8.8): dropped.
+        assert!(t.add(Kind::Owned, 1, at(1)));
+        let _ = t.invalidate();
+        t.validate(key(2, 1), true);
+        assert_eq!(t.fold_owned(2), Folded::default());
+    }
+
+    #[test]
+    fn an_owned_count_wraps_without_losing_successes() {
+        let t = Tally::new(false);
+        t.validate(key(0, 0), true);
+        let epoch = epoch_of(t.key.load(Ordering::Relaxed));
+        let near = (epoch << 32) | (OWNED_COUNT_MASK - 1);
+        t.owned[0].word.store(near, Ordering::Relaxed);
+        t.owned[0].folded.store(near, Ordering::Relaxed);
+        for _ in 0..3 {
+            assert!(t.add(Kind::Owned, 0, at(0)));
+        }
+        assert_eq!(t.owned[0].word.load(Ordering::Relaxed) >> 32, epoch);
+        assert_eq!(t.fold_owned(0).current, 3);
+    }
+
+    #[test]
+    fn slots_are_taken_lowest_first_once_each_and_taken_again_when_given_back() {
+        use std::sync::atomic::AtomicU8;
+        let slots = AtomicU8::new(0);
+        assert_eq!(take_slot(&slots, 2), Some(0));
+        assert_eq!(take_slot(&slots, 2), Some(1));
+        assert_eq!(take_slot(&slots, 2), None, "two slots, two owners");
+        slots.fetch_and(!1, Ordering::Release);
+        assert_eq!(take_slot(&slots, 2), Some(0), "given back, taken again");
+        let eight = AtomicU8::new(0);
+        let all: Vec<_> = (0..9).map(|_| take_slot(&eight, MAX_LANES)).collect();
+        assert_eq!(all[..8], (0..8).map(Some).collect::<Vec<_>>()[..]);
+        assert_eq!(all[8], None);
     }
 
     #[test]

@@ -1477,3 +1477,94 @@ fn r4_3_a_slow_success_never_takes_the_lanes() {
     assert!(!settles_while_locked(&b, permit, permit_success, CANNOT));
     assert_eq!(b.snapshot().slow_calls, 1);
 }
+
+#[test]
+fn r5_1_lane_successes_of_threads_that_come_and_go_are_each_counted_once() {
+    // Issue 22: in a full count window (its key lasts the generation) a
+    // thread that holds a slot counts on its owned lane with plain stores,
+    // and gives the slot back when it exits; the next thread to take that
+    // slot goes on from the count the last one left. Threads that come and
+    // go (some at once, more than there are slots, so some use the shared
+    // lanes) add 480 successes in all to a window of 1,000 holding one
+    // failure, its newest slot. Counted exactly once each, they leave the
+    // failure to be pushed out by exactly the 520th success after them;
+    // one lost (or counted twice) would move that by one.
+    let (b, _) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::count(1_000))
+            .minimum_number_of_calls(1_000),
+    );
+    for _ in 0..999 {
+        ok(&b).unwrap();
+    }
+    let _ = fail(&b);
+    assert!(
+        b.inner.tally.owned_open(),
+        "a full window: owned lanes open"
+    );
+    let mut added = 0;
+    for round in 0..6 {
+        let threads: Vec<_> = (0..=round % 3 * 2)
+            .map(|_| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        ok(&b).unwrap();
+                    }
+                })
+            })
+            .collect();
+        added += 20 * threads.len();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for _ in 0..20 {
+            ok(&b).unwrap();
+        }
+        added += 20;
+        assert_eq!(b.snapshot().failed_calls, 1, "round {round}");
+    }
+    assert_eq!(added, 480);
+    let mut more = 0;
+    while b.snapshot().failed_calls == 1 {
+        ok(&b).unwrap();
+        more += 1;
+        assert!(more <= 1_000, "the failure never left");
+    }
+    assert_eq!(more, 1_000 - 480);
+    assert_eq!(b.snapshot().total_calls, 1_000);
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r7_1_a_late_owned_success_without_a_key_is_evaluated_at_the_next_fold() {
+    // The owned lanes open only under a key that lasts the generation, so
+    // a late success of this generation never meets a machine without a
+    // key. The fold handles that case anyway, through the full path: here
+    // it is made by hand. A time window holding one failure, gate 3,
+    // threshold 0.5, its owned lanes forced open; an owner reads the key,
+    // a second failure takes the key away (the next success could trip),
+    // and the owner's store lands after that. The next locked step (the
+    // snapshot) records the success first, with its trip evaluation: the
+    // third call, 2 of 3, OPEN, reported as a change of its own.
+    let (b, _) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+            .minimum_number_of_calls(3)
+            .failure_rate_threshold(0.5),
+    );
+    let _ = fail(&b);
+    let key = b.inner.core().tally_key.expect("one failure of 3: a key");
+    b.inner.tally.open_owned(key);
+    let read = b.inner.tally.owned_key();
+    let _ = fail(&b);
+    assert!(b.inner.core().tally_key.is_none(), "the key is gone");
+    b.inner.tally.store_on_lane_0(read);
+    assert_eq!(b.state(), State::Closed, "not folded yet");
+    let snap = b.snapshot();
+    assert_eq!((b.state(), b.generation()), (State::Open, 1));
+    assert_eq!((snap.total_calls, snap.failed_calls), (3, 2));
+    // Of the old generation now: a second late store is stale (R8.8).
+    b.inner.tally.store_on_lane_0(read);
+    assert_eq!(b.snapshot(), snap);
+}
