@@ -120,6 +120,9 @@ pub fn closed_monotonic() -> Breaker {
 pub fn closed_failure_in_window() -> Breaker {
     let b = closed_on(On::Default);
     let _ = b.0.call(fail);
+    // One success after it, so that this thread has taken its success
+    // lane (once per thread) before the measured call.
+    assert!(b.call(), "interlock: a closed breaker must admit calls");
     assert_eq!(b.0.state(), State::Closed, "interlock: one failure tripped");
     assert_eq!(b.0.snapshot().failed_calls, 1);
     b

@@ -272,10 +272,19 @@ impl Inner {
         op: impl FnOnce(&mut Core) -> (R, Option<Transition>),
     ) -> (R, Effects) {
         let mut core = self.core();
-        while let Some(effects) = self.fold(&mut core) {
-            drop(core);
-            self.after(effects);
-            core = self.core();
+        loop {
+            let late = self.fold(&mut core);
+            if late == 0 {
+                break;
+            }
+            match self.record_late_owned(&mut core, late) {
+                Some(effects) => {
+                    drop(core);
+                    self.after(effects);
+                    core = self.core();
+                }
+                None => break,
+            }
         }
         let before = core.effective().0;
         let (r, local) = op(&mut core);
@@ -283,35 +292,29 @@ impl Inner {
     }
 
     /// Under the lock: records what the success lanes counted since the
-    /// last fold; the effects of a change, if late successes recorded
-    /// through the full path made one (`tally.rs`).
-    fn fold(&self, core: &mut Core) -> Option<Effects> {
-        let mut pending = if core.tally_key.is_some() {
-            self.tally.collect()
-        } else {
-            0
-        };
+    /// last fold; returns how many late successes of this generation are
+    /// left for the machine's full path (the machine has no key: see
+    /// `tally.rs`, never the case through the API).
+    #[inline]
+    fn fold(&self, core: &mut Core) -> u64 {
         let folded = self.tally.fold_owned(core.machine.generation());
-        pending += folded.current;
-        let mut late = folded.late;
-        if core.tally_key.is_some() {
+        let mut pending = folded.current;
+        let keyed = core.tally_key.is_some();
+        if keyed {
             // Under a key no run of successes can trip: late ones of this
             // generation count as the current ones do.
-            pending += late;
-            late = 0;
+            pending += self.tally.collect() + folded.late;
         }
         if pending > 0 {
             core.machine.absorb_successes(pending);
         }
-        if late == 0 {
-            return None;
-        }
-        self.record_late_owned(core, late)
+        if keyed { 0 } else { folded.late }
     }
 
     /// Late successes of an owned lane while the machine has no key: one
     /// by one through its full path, as locked successes of the current
-    /// generation; the effects if they changed the state.
+    /// generation; the effects if they changed the state (reported before
+    /// the operation that found them runs).
     #[cold]
     #[inline(never)]
     fn record_late_owned(&self, core: &mut Core, late: u64) -> Option<Effects> {
@@ -327,6 +330,7 @@ impl Inner {
 
     /// Under the lock, after the machine changed (or may have): re-keys
     /// the lanes, republishes, and says what changed since `before`.
+    #[inline]
     fn changed(&self, core: &mut Core, before: State, local: Option<Transition>) -> Effects {
         let local = self.rekey(core, local);
         let after = core.effective().0;

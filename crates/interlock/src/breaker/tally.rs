@@ -224,9 +224,11 @@ impl Tally {
             0
         };
         let tag = tag(generation, second);
-        if let Some(lane) = self.owned.get(owned_slot()) {
-            let key = self.key.load(Ordering::Relaxed);
-            if key & !NUMBER_MASK == tag {
+        // The owned key first: it is closed for time windows and filling
+        // count windows, which then pay one load for it.
+        let key = self.key.load(Ordering::Relaxed);
+        if key & !NUMBER_MASK == tag {
+            if let Some(lane) = self.owned.get(owned_slot()) {
                 return self.add_owned(lane, key);
             }
         }
@@ -294,6 +296,7 @@ impl Tally {
     /// fold, for a machine of `generation`: the successes of the key now
     /// published and the late ones of an earlier key of this generation
     /// (those of another generation are stale, R8.8, and dropped).
+    #[inline]
     pub(crate) fn fold_owned(&self, generation: u64) -> Folded {
         let key = self.key.load(Ordering::Relaxed);
         let current = (key & VALID != 0).then(|| epoch_of(key));
