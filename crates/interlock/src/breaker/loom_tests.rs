@@ -366,14 +366,32 @@ fn counted(window: SlidingWindow, minimum: u32, threshold: f64) -> Config {
         .unwrap()
 }
 
-#[test]
-fn loom_tally_success_racing_a_failure_that_may_trip() {
-    // R5.1 / R7.1: a count window of 3 holding [S, F, S], the oldest S next
-    // to go. A success (on the lanes: the window holds a failure, so it is
-    // not quiet) races a failure. Success first: [F, S, s] then [S, s, f],
-    // 1 of 3, no trip. Failure first: [F, S, f], 2 of 3 >= 0.5, trip, and the
-    // success is stale (R8.8). Both orders are valid; nothing else is.
-    loom::model(|| {
+/// Which lanes a modelled thread counts on.
+#[derive(Clone, Copy)]
+enum Lanes {
+    /// Its own lane `i`, with plain stores (once the key lasts).
+    Owned(usize),
+    /// Shared lane `i`, with a compare-and-swap.
+    Shared(usize),
+}
+
+fn use_lanes(lanes: Lanes) {
+    match lanes {
+        Lanes::Owned(i) => super::tally::set_lane(i),
+        Lanes::Shared(i) => super::tally::set_shared_lane(i),
+    }
+}
+
+/// R5.1 / R7.1: a count window of 3 holding [S, F, S], the oldest S next
+/// to go. A success (on the lanes: the window holds a failure, so it is
+/// not quiet; full, so its key lasts) races a failure. Success first:
+/// [F, S, s] then [S, s, f], 1 of 3, no trip. Failure first: [F, S, f],
+/// 2 of 3 >= 0.5, trip, and the success is stale (R8.8), also when its
+/// store on an owned lane lands after the trip (dropped by the next fold).
+/// Both orders are valid; nothing else is.
+fn success_racing_a_failure_that_may_trip(success_on: Lanes, failure_on: Lanes) {
+    loom::model(move || {
+        use_lanes(success_on);
         let clock = ManualClock::new();
         let b = quiet_less(counted(SlidingWindow::count(3), 3, 0.5), &clock);
         b.acquire().unwrap().success();
@@ -382,7 +400,7 @@ fn loom_tally_success_racing_a_failure_that_may_trip() {
         let permit = b.acquire().unwrap();
         let other = b.clone();
         let t = thread::spawn(move || {
-            super::tally::set_lane(1);
+            use_lanes(failure_on);
             other.acquire().unwrap().failure();
         });
         permit.success();
@@ -400,6 +418,21 @@ fn loom_tally_success_racing_a_failure_that_may_trip() {
             other => panic!("unexpected {other}"),
         }
     });
+}
+
+#[test]
+fn loom_tally_success_racing_a_failure_that_may_trip() {
+    success_racing_a_failure_that_may_trip(Lanes::Owned(0), Lanes::Owned(1));
+}
+
+#[test]
+fn loom_shared_lane_success_racing_a_failure_that_may_trip() {
+    success_racing_a_failure_that_may_trip(Lanes::Shared(0), Lanes::Shared(1));
+}
+
+#[test]
+fn loom_owned_success_racing_a_shared_lane_failure_that_may_trip() {
+    success_racing_a_failure_that_may_trip(Lanes::Owned(0), Lanes::Shared(1));
 }
 
 #[test]
@@ -517,67 +550,10 @@ fn loom_tally_success_racing_a_rollover() {
     });
 }
 
-// Owned lanes (plain stores) against shared lanes (compare-and-swap): the
-// models above run with every thread on an owned lane (the default); these
-// put threads on shared lanes, and on one of each.
-
-#[test]
-fn loom_shared_lane_success_racing_a_failure_that_may_trip() {
-    // As `loom_tally_success_racing_a_failure_that_may_trip`, both threads
-    // on shared lanes: the same two outcomes, nothing else.
-    loom::model(|| {
-        super::tally::set_shared_lane(0);
-        let clock = ManualClock::new();
-        let b = quiet_less(counted(SlidingWindow::count(3), 3, 0.5), &clock);
-        b.acquire().unwrap().success();
-        b.acquire().unwrap().failure();
-        b.acquire().unwrap().success();
-        let permit = b.acquire().unwrap();
-        let other = b.clone();
-        let t = thread::spawn(move || {
-            super::tally::set_shared_lane(1);
-            other.acquire().unwrap().failure();
-        });
-        permit.success();
-        t.join().unwrap();
-        let snap = b.snapshot();
-        match b.state() {
-            State::Open => assert_eq!((snap.total_calls, snap.failed_calls), (3, 2)),
-            State::Closed => assert_eq!((snap.total_calls, snap.failed_calls), (3, 1)),
-            other => panic!("unexpected {other}"),
-        }
-    });
-}
-
-#[test]
-fn loom_owned_success_racing_a_shared_lane_failure_that_may_trip() {
-    // As `loom_tally_success_racing_a_failure_that_may_trip` (a full count
-    // window, whose key lasts: the success is on its owned lane, with a
-    // plain store), the failure's thread on a shared lane. A success whose
-    // store lands after the trip is of the old generation: stale, dropped
-    // by the next fold. The same two outcomes, nothing else.
-    loom::model(|| {
-        let clock = ManualClock::new();
-        let b = quiet_less(counted(SlidingWindow::count(3), 3, 0.5), &clock);
-        b.acquire().unwrap().success();
-        b.acquire().unwrap().failure();
-        b.acquire().unwrap().success();
-        let permit = b.acquire().unwrap();
-        let other = b.clone();
-        let t = thread::spawn(move || {
-            super::tally::set_shared_lane(1);
-            other.acquire().unwrap().failure();
-        });
-        permit.success();
-        t.join().unwrap();
-        let snap = b.snapshot();
-        match b.state() {
-            State::Open => assert_eq!((snap.total_calls, snap.failed_calls), (3, 2)),
-            State::Closed => assert_eq!((snap.total_calls, snap.failed_calls), (3, 1)),
-            other => panic!("unexpected {other}"),
-        }
-    });
-}
+// Owned lanes (plain stores): the count-window models above run with every
+// thread on an owned lane (the loom build's default; a time window's key
+// never lasts, so its models count on the shared lanes whatever the thread
+// has), and the race with a failure also on shared lanes and on one of each.
 
 #[test]
 fn loom_owned_successes_of_two_threads_and_a_snapshot_count_once() {
