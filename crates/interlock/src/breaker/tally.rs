@@ -742,6 +742,31 @@ mod tests {
     }
 
     #[test]
+    fn owned_lanes_open_only_for_a_key_that_lasts_and_close_at_every_re_key() {
+        let t = Tally::new(false);
+        assert!(!t.owned_open(), "no key at first");
+        t.validate(key(4, 0), false);
+        assert!(!t.owned_open(), "a key that may go: shared lanes only");
+        assert!(!t.add(Kind::Owned, 4, at(0)));
+        assert!(t.add(Kind::Shared, 4, at(0)));
+        t.open_owned(key(4, 0));
+        assert!(t.owned_open());
+        assert!(t.add(Kind::Owned, 4, at(0)));
+        let _ = t.invalidate();
+        assert!(!t.owned_open(), "every re-key closes them");
+        assert!(!t.add(Kind::Owned, 4, at(0)));
+        t.validate(key(5, 0), true);
+        assert!(t.owned_open());
+        assert!(
+            !t.add(Kind::Owned, 5, at(0)),
+            "the lane still holds generation 4's unfolded success"
+        );
+        assert_eq!(t.fold_owned(5), Folded::default(), "stale (R8.8): dropped");
+        assert!(t.add(Kind::Owned, 5, at(0)));
+        assert_eq!(t.fold_owned(5).current, 1);
+    }
+
+    #[test]
     fn slots_are_taken_lowest_first_once_each_and_taken_again_when_given_back() {
         use std::sync::atomic::AtomicU8;
         let slots = AtomicU8::new(0);
