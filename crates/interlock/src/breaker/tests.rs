@@ -1484,17 +1484,16 @@ fn r5_1_lane_successes_of_threads_that_come_and_go_are_each_counted_once() {
     // thread that holds a slot counts on its owned lane with plain stores,
     // and gives the slot back when it exits; the next thread to take that
     // slot goes on from the count the last one left. Threads that come and
-    // go (some at once, more than there are slots, so some use the shared
-    // lanes) add 480 successes in all to a window of 1,000 holding one
+    // go, started together (more than there are slots, so some use the
+    // shared lanes, and two sharing one owned lane would lose increments),
+    // add 48,000 successes in all to a window of 100,000 holding one
     // failure, its newest slot. Counted exactly once each, they leave the
-    // failure to be pushed out by exactly the 520th success after them;
-    // one lost (or counted twice) would move that by one.
-    let (b, _) = make_quiet(
-        cfg()
-            .sliding_window(SlidingWindow::count(1_000))
-            .minimum_number_of_calls(1_000),
-    );
-    for _ in 0..999 {
+    // failure to be pushed out by exactly the 52,000th success after them;
+    // one lost (or counted twice) would move that.
+    const SIZE: usize = 100_000;
+    const EACH: usize = 2_000;
+    let (b, _) = make_quiet(cfg().sliding_window(SlidingWindow::count(SIZE as u32)));
+    for _ in 0..SIZE - 1 {
         ok(&b).unwrap();
     }
     let _ = fail(&b);
@@ -1504,35 +1503,38 @@ fn r5_1_lane_successes_of_threads_that_come_and_go_are_each_counted_once() {
     );
     let mut added = 0;
     for round in 0..6 {
-        let threads: Vec<_> = (0..=round % 3 * 2)
+        let n = 1 + round % 3 * 2;
+        let start = Arc::new(Barrier::new(n + 1));
+        let threads: Vec<_> = (0..n)
             .map(|_| {
-                let b = b.clone();
+                let (b, start) = (b.clone(), Arc::clone(&start));
                 std::thread::spawn(move || {
-                    for _ in 0..20 {
+                    start.wait();
+                    for _ in 0..EACH {
                         ok(&b).unwrap();
                     }
                 })
             })
             .collect();
-        added += 20 * threads.len();
+        start.wait();
+        for _ in 0..EACH {
+            ok(&b).unwrap();
+        }
         for t in threads {
             t.join().unwrap();
         }
-        for _ in 0..20 {
-            ok(&b).unwrap();
-        }
-        added += 20;
+        added += EACH * (n + 1);
         assert_eq!(b.snapshot().failed_calls, 1, "round {round}");
     }
-    assert_eq!(added, 480);
+    assert_eq!(added, 48_000);
     let mut more = 0;
     while b.snapshot().failed_calls == 1 {
         ok(&b).unwrap();
         more += 1;
-        assert!(more <= 1_000, "the failure never left");
+        assert!(more <= SIZE, "the failure never left");
     }
-    assert_eq!(more, 1_000 - 480);
-    assert_eq!(b.snapshot().total_calls, 1_000);
+    assert_eq!(more, SIZE - added);
+    assert_eq!(b.snapshot().total_calls, SIZE as u64);
     assert_eq!(b.state(), State::Closed);
 }
 
