@@ -45,8 +45,9 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::error::Error;
 use crate::lua::{
-    BEGIN, CHANGES, CLOSE, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP,
+    BEGIN, CHANGES, CLOSE, CONFIRM, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP,
 };
+use crate::trail::Plan;
 
 /// The largest integer Lua's doubles hold exactly (2^53 − 1): the bound of
 /// `opened_at` in the hash.
@@ -162,11 +163,45 @@ pub(crate) const INTERLOCK: Dialect = Dialect {
     ttl_ms,
 };
 
-/// The SHA1 digests of interlock's own ten scripts, in the order of
-/// [`Scripts::digests`].
-pub(crate) fn digests() -> [&'static str; 10] {
-    let all = SCRIPTS.digests();
+/// The change poll's short form (issue 29), on its own: it needs none of
+/// the prelude.
+static CONFIRM_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CONFIRM));
+
+/// The SHA1 digests of interlock's own eleven scripts, in the order of
+/// [`Scripts::digests`], then `confirm`.
+pub(crate) fn digests() -> [&'static str; 11] {
+    let mut all = SCRIPTS.digests();
+    all.push(CONFIRM_SCRIPT.get_hash());
     std::array::from_fn(|i| all[i])
+}
+
+/// The `confirm` script call for `plan` from `since` (issue 29).
+pub(crate) fn confirm_invocation(
+    index: &Index,
+    since: Epoch,
+    plan: &Plan,
+) -> ScriptInvocation<'static> {
+    let mut inv = CONFIRM_SCRIPT.prepare_invoke();
+    inv.key(&index.log)
+        .key(&index.expiry)
+        .arg(since.counter)
+        .arg(since.mark)
+        .arg(since.at.as_nanos() / 1_000_000)
+        .arg(plan.top.as_deref().unwrap_or(""));
+    inv
+}
+
+/// A `confirm` reply: the server's time if it agreed, `None` if not.
+pub(crate) fn parse_confirm(value: &Value) -> Result<Option<Timestamp>, Error> {
+    const OP: &str = "poll";
+    match value {
+        Value::Int(0) => Ok(None),
+        Value::ServerError(e) => Err(Error::server(OP, e.clone())),
+        v => {
+            let us = int(OP, v, "the confirmed time", MAX_EXACT)?;
+            Ok(Some(Timestamp::from_nanos(us.saturating_mul(1_000))))
+        }
+    }
 }
 
 /// A TTL as whole milliseconds for `PEXPIRE`: rounded up, at least 1 (a
@@ -927,6 +962,29 @@ mod tests {
         let mut d = digests().to_vec();
         d.sort_unstable();
         d.dedup();
-        assert_eq!(d.len(), 10);
+        assert_eq!(d.len(), 11);
+    }
+
+    #[test]
+    fn confirm_keeps_the_retention_of_the_prelude() {
+        assert!(PRELUDE.contains("local EXPIRY_RETAIN_MS = 3600000\n"));
+        assert!(CONFIRM.contains("local EXPIRY_RETAIN_MS = 3600000\n"));
+    }
+
+    #[test]
+    fn a_confirm_reply_is_a_time_or_a_no() {
+        assert_eq!(parse_confirm(&Value::Int(0)).unwrap(), None);
+        assert_eq!(
+            parse_confirm(&Value::Int(1_700_000_000_000_000)).unwrap(),
+            Some(Timestamp::from_nanos(1_700_000_000_000_000_000))
+        );
+        for bad in [
+            Value::Nil,
+            Value::Int(-1),
+            Value::Okay,
+            Value::Array(vec![]),
+        ] {
+            assert!(parse_confirm(&bad).unwrap_err().is_corrupt(), "{bad:?}");
+        }
     }
 }
