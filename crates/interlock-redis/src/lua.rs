@@ -1,6 +1,6 @@
-//! The Lua source of the ten scripts: a prelude every script starts with
-//! (the strict loader, the clock, `save`, `note` and `reply`), then one
-//! body per operation. Their arguments and replies are described in
+//! The Lua source of the eleven scripts: a prelude every script but
+//! `confirm` starts with (the strict loader, the clock, `save`, `note` and
+//! `reply`), then one body per operation. Their arguments and replies are described in
 //! `scripts.rs`, which loads and calls them.
 //!
 //! Every write goes through the prelude's `save`, and every lifetime

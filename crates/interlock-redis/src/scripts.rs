@@ -1,4 +1,4 @@
-//! The ten Lua scripts, their arguments and the parsing of their replies.
+//! The eleven Lua scripts, their arguments and the parsing of their replies.
 //!
 //! Each of the eight operations works on one key (`KEYS[1]`, the breaker's
 //! hash), reads the hash through the same strict loader, and replies with
@@ -34,7 +34,9 @@
 //! 29): every single-key script takes them as `KEYS[2]` and `KEYS[3]`. The
 //! tenth script, `changes`, answers a poll from the index: the records
 //! written or expired since the caller's epoch, plus the requests that
-//! must be answered in any case.
+//! must be answered in any case. The eleventh, `confirm`, has no prelude:
+//! it answers whether the storage agrees with what a subscriber's change
+//! notices brought since its epoch (see `trail.rs`).
 
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -10,9 +10,10 @@ use std::time::Duration;
 use interlock::CircuitBreaker;
 use interlock::State;
 use interlock::mode::Blocking;
-use interlock::storage::{Coordinator, Storage};
+use interlock::storage::{AsyncStorage, Coordinator, PollRequest, Storage};
+use interlock_redis::AsyncRedisStorage;
 
-use crate::support::{Server, eventually};
+use crate::support::{Inbox, Server, eventually};
 use crate::{TTL, config, storage, storage_builder};
 
 /// `n` breakers `host-<i>` on one manual coordinator whose storage
@@ -38,6 +39,13 @@ fn subscribed(server: &Server, n: usize) -> (Coordinator<Blocking>, Vec<CircuitB
 /// The scripts one `poll` ran, by name (`confirm`, `changes`, `other`),
 /// from the server's slow log with every command logged.
 fn scripts_run(server: &Server, poll: impl FnOnce()) -> Vec<&'static str> {
+    log_every_command(server);
+    poll();
+    scripts_logged(server)
+}
+
+/// Logs every command from now on, in a fresh slow log.
+fn log_every_command(server: &Server) {
     let mut admin = server.admin();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -49,7 +57,11 @@ fn scripts_run(server: &Server, poll: impl FnOnce()) -> Vec<&'static str> {
         .arg("RESET")
         .query(&mut admin)
         .unwrap();
-    poll();
+}
+
+/// The scripts run since [`log_every_command`], by name.
+fn scripts_logged(server: &Server) -> Vec<&'static str> {
+    let mut admin = server.admin();
     let log: redis::Value = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(1000)
@@ -105,7 +117,14 @@ fn r16_15_a_poll_whose_notices_brought_every_write_is_confirmed_not_polled() {
     // script's first EVALSHA answers NOSCRIPT).
     lane.poll();
     lane.poll();
-    assert_eq!(scripts_run(&server, || lane.poll()), ["confirm"], "idle");
+    // Once the listener counts its subscription live, an idle poll is
+    // confirmed alone.
+    let idle = eventually(Duration::from_secs(10), || {
+        let run = scripts_run(&server, || lane.poll());
+        assert!(run == ["confirm"] || run == ["changes"], "{run:?}");
+        run == ["confirm"]
+    });
+    assert!(idle, "idle");
     let other = storage(&server);
     // Whether a write's epoch message is in before the poll or not (then
     // the server does not confirm and `changes` answers), every view is
@@ -218,4 +237,59 @@ fn r15_11_writes_while_the_subscription_was_down_are_found_by_the_next_polls() {
         "leaves OPEN"
     );
     assert_eq!(breakers[2].state(), State::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r16_15_the_async_storage_confirms_a_poll_its_notices_covered() {
+    let server = Server::start();
+    let con = server.client().get_connection_manager().await.unwrap();
+    let s = AsyncRedisStorage::builder(con)
+        .subscriber(server.client(), Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let inbox = Inbox::new();
+    assert!(AsyncStorage::subscribe(&s, inbox.sink()));
+    let deadline = crate::support::now().saturating_add(Duration::from_secs(10));
+    while inbox.resyncs() == 0 && crate::support::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(inbox.resyncs(), 1, "subscribed");
+    let first = AsyncStorage::poll_changes(&s, None, &[PollRequest::Read { name: "a" }])
+        .await
+        .unwrap();
+    let epoch = first.epoch.unwrap();
+    let open = storage(&server).trip_open("a", TTL, None).unwrap();
+    let asked = [PollRequest::ReadUnlessAt {
+        name: "a",
+        version: open.version,
+    }];
+    // Until the write's epoch message is in, `changes` vouches; then
+    // `confirm` alone does. Either way the view is vouched for.
+    let mut run = Vec::new();
+    while crate::support::now() < deadline {
+        log_every_command(&server);
+        let poll = AsyncStorage::poll_changes(&s, Some(epoch), &asked)
+            .await
+            .unwrap();
+        run = scripts_logged(&server);
+        assert_eq!(poll.unanswered(), 1, "vouched for: {run:?}");
+        assert_eq!(poll.epoch.unwrap().counter, epoch.counter + 1);
+        if run == ["confirm"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(run, ["confirm"]);
+    // A stale version is not confirmed: `changes` reads it.
+    let stale = [PollRequest::ReadUnlessAt {
+        name: "a",
+        version: 0,
+    }];
+    log_every_command(&server);
+    let poll = AsyncStorage::poll_changes(&s, Some(epoch), &stale)
+        .await
+        .unwrap();
+    assert_eq!(scripts_logged(&server), ["changes"]);
+    let read = poll.answers[0].as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(read.version, open.version);
 }
