@@ -2,7 +2,9 @@
 //! into [`Notice`]s for a coordinator.
 //!
 //! Every script that applies a change publishes `<version> <key>` on the
-//! channel `<key_prefix>notices`, atomically with the change. A
+//! channel `<key_prefix>notices`, atomically with the change (then, with
+//! the change index, `epoch <log entry>`, which goes to the storage's
+//! trail, not to the coordinator). A
 //! subscription listens on its own connection (a thread for the blocking
 //! storage, a tokio task for the async one), delivers [`Notice::Resync`]
 //! each time it is (re)established, [`Notice::Changed`] for each notice,

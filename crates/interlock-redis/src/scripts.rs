@@ -23,7 +23,9 @@
 //! applies a change, publishes `<version> <key>` on it after writing,
 //! followed by a newline and the record (`state opened_at permitted
 //! remaining completed failures slows`), so subscribers adopt it without a
-//! read (an empty channel publishes nothing). The publish is best-effort: it runs
+//! read (an empty channel publishes nothing). With the change index it then
+//! publishes `epoch ` and the change log entry it wrote, which a subscriber
+//! keeps to confirm polls (`trail.rs`) and an older parser ignores. The publish is best-effort: it runs
 //! under `redis.pcall`, so a refused `PUBLISH` never turns an applied write
 //! into an error (value 10 says why it failed). The ninth script, `poll`,
 //! answers a whole batched poll: a read or a begin per key, one reply per
