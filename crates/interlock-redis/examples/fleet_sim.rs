@@ -54,7 +54,10 @@
 //! finds exactly those): read (`ReadIfChanged`, an instance that missed
 //! their notices) and vouched for (`ReadUnlessAt` the version written, an
 //! instance whose notices brought them). The full read is probed with a
-//! tenth of the polls.
+//! tenth of the polls. The probe's storage has notices off, so its polls
+//! always run the `changes` script; the fleet's instances subscribe, so a
+//! poll whose notices brought every change since its cursor runs the short
+//! `confirm` instead (issue 29, see `docs/coordination.md`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 // a command-line tool
 // A measurement on a real server in real time: wall time and sleeps are its job.

@@ -12,10 +12,13 @@ use interlock::storage::{
 use interlock::{ConfigError, Outcome};
 use redis::{ConnectionLike, RedisError, RedisResult, ScriptInvocation, Value};
 
-use crate::changes::Pending;
+use crate::changes::{Pending, confirmed};
 use crate::error::Error;
 use crate::options::{Options, Resolved, knobs};
-use crate::scripts::{ChangesReply, Index, MAX_BATCH, Op, Reply, parse, parse_changes, parse_poll};
+use crate::scripts::{
+    ChangesReply, Index, MAX_BATCH, Op, Reply, confirm_invocation, parse, parse_changes,
+    parse_confirm, parse_poll,
+};
 
 /// How many idle connections a connecting storage keeps for reuse.
 const MAX_IDLE: usize = 8;
@@ -303,14 +306,25 @@ impl<C: ConnectionLike + Send + 'static> RedisStorage<C> {
         parse_changes(requests, &value)
     }
 
-    /// A poll over the change index: one `changes` call, then one per
-    /// thousand requests it left unanswered.
+    /// A poll over the change index: one `confirm` call when the change
+    /// notices brought every write since `since` and the poll asks nothing
+    /// else (see `trail.rs`); otherwise (or when the server does not
+    /// confirm) one `changes` call, then one per thousand requests it left
+    /// unanswered.
     fn poll_indexed(
         &self,
         index: &Index,
         since: Option<Epoch>,
         requests: &[PollRequest<'_>],
     ) -> Result<ChangePoll, Error> {
+        if let Some(since) = since
+            && let Some(plan) = self.layout.plan(Some(since), requests)
+        {
+            let value = self.invoke("poll", &confirm_invocation(index, since, &plan))?;
+            if let Some(at) = parse_confirm(&value)? {
+                return Ok(confirmed(plan, at, requests.len()));
+            }
+        }
         let mut pending = Pending::new(since, requests);
         let reply = self.changes_call(index, since, &pending.first())?;
         let (epoch, rest) = pending.absorb(&self.layout, reply);

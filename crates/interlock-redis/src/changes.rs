@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 
+use interlock::Timestamp;
 use interlock::storage::{ChangePoll, Epoch, PollRequest, SharedState, StorageError};
 use redis::Value;
 
 use crate::error::Error;
 use crate::options::Resolved;
 use crate::scripts::{ChangesReply, MAX_BATCH};
+use crate::trail::Plan;
 
 /// One change poll in progress.
 pub(crate) struct Pending<'r, 'a> {
@@ -114,5 +116,15 @@ impl<'r, 'a> Pending<'r, 'a> {
             epoch: Some(epoch),
             answers: self.answers,
         }
+    }
+}
+
+/// The poll of `count` requests the server confirmed at `at` for `plan`:
+/// every request unanswered (a `ReadIfChanged` unchanged, a `ReadUnlessAt`
+/// vouched for), at the trail's last epoch.
+pub(crate) fn confirmed(plan: Plan, at: Timestamp, count: usize) -> ChangePoll {
+    ChangePoll {
+        epoch: Some(Epoch { at, ..plan.epoch }),
+        answers: (0..count).map(|_| None).collect(),
     }
 }

@@ -393,6 +393,6 @@ mod tests {
         all.extend(crate::scripts::digests());
         all.sort_unstable();
         all.dedup();
-        assert_eq!(all.len(), 19);
+        assert_eq!(all.len(), 20);
     }
 }

@@ -93,8 +93,9 @@ impl Layout {
     ///
     /// let ours = Layout::Interlock.script_digests();
     /// let original = Layout::InterlockCb.script_digests();
-    /// // The same operations; interlock's own layout adds the change poll.
-    /// assert_eq!(original.len() + 1, ours.len());
+    /// // The same operations; interlock's own layout adds the change poll
+    /// // and its short form.
+    /// assert_eq!(original.len() + 2, ours.len());
     /// assert!(original.iter().all(|d| d.len() == 40 && !ours.contains(d)));
     /// ```
     #[must_use]

@@ -251,6 +251,7 @@ mod nonblocking;
 mod notices;
 mod options;
 mod scripts;
+mod trail;
 
 pub use blocking::{RedisStorage, RedisStorageBuilder};
 pub use error::Error;
@@ -308,10 +309,10 @@ pub fn partition(name: &str, partitions: usize) -> usize {
     }
 }
 
-/// The SHA1 digests of the ten scripts (read, trip_open,
+/// The SHA1 digests of the eleven scripts (read, trip_open,
 /// begin_half_open_if_elapsed, lease_probe, record_probe, close,
-/// restart_stalled_round, restore, the batched poll and the change poll of
-/// issue 29), as sent with
+/// restart_stalled_round, restore, the batched poll, and the change poll
+/// of issue 29 and its short form, `confirm`), as sent with
 /// `EVALSHA`: for `SCRIPT EXISTS` checks, or for ACL and proxy allow-lists
 /// in a locked-down deployment.
 ///
@@ -320,6 +321,6 @@ pub fn partition(name: &str, partitions: usize) -> usize {
 /// assert!(digests.iter().all(|d| d.len() == 40));
 /// ```
 #[must_use]
-pub fn script_digests() -> [&'static str; 10] {
+pub fn script_digests() -> [&'static str; 11] {
     scripts::digests()
 }

@@ -1,6 +1,6 @@
-//! The Lua source of the ten scripts: a prelude every script starts with
-//! (the strict loader, the clock, `save`, `note` and `reply`), then one
-//! body per operation. Their arguments and replies are described in
+//! The Lua source of the eleven scripts: a prelude every script but
+//! `confirm` starts with (the strict loader, the clock, `save`, `note` and
+//! `reply`), then one body per operation. Their arguments and replies are described in
 //! `scripts.rs`, which loads and calls them.
 //!
 //! Every write goes through the prelude's `save`, and every lifetime
@@ -110,14 +110,15 @@ end
 
 -- A key's lifetime was set to ttl_ms from now; `version`: the hash was
 -- rewritten too, at that version, which takes the next epoch (nil: only
--- the lifetime).
+-- the lifetime). Returns the log entry written, if any.
 local function note(key, ttl_ms, version)
-  if not index_key then return end
+  if not index_key then return nil end
   local ms = math.floor(now_us() / 1000)
+  local entry
   if version then
     local epoch = top_of(index_key) + 1
-    redis.call('ZADD', index_key, epoch,
-      digits(epoch) .. ':' .. digits(now_us()) .. ':' .. digits(version) .. ':' .. key)
+    entry = digits(epoch) .. ':' .. digits(now_us()) .. ':' .. digits(version) .. ':' .. key
+    redis.call('ZADD', index_key, epoch, entry)
     redis.call('ZREMRANGEBYRANK', index_key, 0, -(LOG_CAP + 1))
   end
   -- Both outlive every key they describe by the retention window, so a
@@ -131,19 +132,23 @@ local function note(key, ttl_ms, version)
   if redis.call('PTTL', expiry_key) < tonumber(keep) then
     redis.call('PEXPIRE', expiry_key, keep)
   end
+  return entry
 end
 
 -- An applied change: rewrite the hash, refresh its lifetime and, unless
--- the channel is '', publish '<version> <key>' in the same script. The
--- publish cannot fail the write: a refusal (ACLs without channel rights)
--- is kept for the reply.
+-- the channel is '', publish '<version> <key>' in the same script, then
+-- (with the change index) 'epoch ' and the write's log entry, so a
+-- subscriber learns every epoch in order (an older parser ignores the
+-- second message: it does not start with a version). The publish cannot
+-- fail the write: a refusal (ACLs without channel rights) is kept for the
+-- reply.
 local function save(key, s, ttl_ms, channel)
   redis.call('HSET', key, 'state', s.state, 'opened_at', digits(s.opened_at),
     'version', digits(s.version), 'probes_permitted', digits(s.permitted),
     'probes_remaining', digits(s.remaining), 'probes_completed', digits(s.completed),
     'probe_failures', digits(s.failures), 'probe_slows', digits(s.slows), 'v', '1')
   redis.call('PEXPIRE', key, ttl_ms)
-  note(key, ttl_ms, s.version)
+  local entry = note(key, ttl_ms, s.version)
   if channel ~= '' then
     -- '<version> <key>', then the record after a newline (a key never
     -- holds a control character): 'state opened_at permitted remaining
@@ -154,6 +159,8 @@ local function save(key, s, ttl_ms, channel)
     local r = redis.pcall('PUBLISH', channel, digits(s.version) .. ' ' .. key .. '\n' .. record)
     if type(r) == 'table' and r.err then
       notice_error = tostring(r.err)
+    elseif entry then
+      redis.pcall('PUBLISH', channel, 'epoch ' .. entry)
     end
   end
 end
@@ -439,4 +446,40 @@ for i = 3, #KEYS do
   end
 end
 return { head, changed, out }
+";
+
+/// `confirm`: the change poll's short form (issue 29), on its own (no
+/// prelude): a caller whose change notices brought every write since its
+/// cursor asks only whether the storage agrees. KEYS = the change log, the
+/// expiry set; ARGV = the cursor's epoch, its mark, its time in ms, the
+/// top entry the caller expects ('' when it expects the cursor to be the
+/// top).
+///
+/// Replies the server time in us when the log's top entry is the one
+/// expected (or the cursor's own, for ''), the cursor's entry is still in
+/// the log under its mark, and no key's lifetime ended since the cursor
+/// (as `changes` looks, a second early); 0 otherwise (the caller then
+/// polls with `changes`).
+pub(crate) const CONFIRM: &str = r"
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+local EXPIRY_RETAIN_MS = 3600000
+local since_ms = tonumber(ARGV[3]) - 1000
+if since_ms < now_ms - EXPIRY_RETAIN_MS then return 0 end
+local own = ARGV[1] .. ':' .. ARGV[2] .. ':'
+local top = redis.call('ZRANGE', KEYS[1], -1, -1)[1]
+if not top then return 0 end
+if ARGV[4] == '' then
+  if string.sub(top, 1, #own) ~= own then return 0 end
+else
+  if top ~= ARGV[4] then return 0 end
+  local at = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1], 'LIMIT', 0, 1)[1]
+  if not at or string.sub(at, 1, #own) ~= own then return 0 end
+end
+if redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', since_ms), now_ms,
+    'LIMIT', 0, 1)[1] then
+  return 0
+end
+return now_us
 ";

@@ -12,10 +12,10 @@ use interlock::{ConfigError, Outcome};
 use redis::Value;
 use redis::aio::ConnectionLike;
 
-use crate::changes::Pending;
+use crate::changes::{Pending, confirmed};
 use crate::error::Error;
 use crate::options::{Options, Resolved, knobs};
-use crate::scripts::{ChangesReply, Index, parse_changes};
+use crate::scripts::{ChangesReply, Index, confirm_invocation, parse_changes, parse_confirm};
 use crate::scripts::{MAX_BATCH, Op, Reply, parse, parse_poll};
 
 /// An [`AsyncStorage`] on Redis or Valkey, for breakers coordinated on a
@@ -190,6 +190,18 @@ where
         since: Option<Epoch>,
         requests: &[PollRequest<'_>],
     ) -> Result<ChangePoll, Error> {
+        if let Some(since) = since
+            && let Some(plan) = self.layout.plan(Some(since), requests)
+        {
+            let mut con = self.connection.clone();
+            let value: Value = confirm_invocation(index, since, &plan)
+                .invoke_async(&mut con)
+                .await
+                .map_err(|e| Error::redis("poll", e))?;
+            if let Some(at) = parse_confirm(&value)? {
+                return Ok(confirmed(plan, at, requests.len()));
+            }
+        }
         let mut pending = Pending::new(since, requests);
         let first = pending.first();
         let reply = self.changes_call(index, since, &first).await?;

@@ -2,7 +2,9 @@
 //! into [`Notice`]s for a coordinator.
 //!
 //! Every script that applies a change publishes `<version> <key>` on the
-//! channel `<key_prefix>notices`, atomically with the change. A
+//! channel `<key_prefix>notices`, atomically with the change (then, with
+//! the change index, `epoch <log entry>`, which goes to the storage's
+//! trail, not to the coordinator). A
 //! subscription listens on its own connection (a thread for the blocking
 //! storage, a tokio task for the async one), delivers [`Notice::Resync`]
 //! each time it is (re)established, [`Notice::Changed`] for each notice,
@@ -10,6 +12,7 @@
 //! subscribes again. It ends once the sink reports its coordinator gone,
 //! which it checks at least every [`TICK`].
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use interlock::storage::{Notice, NoticeSink, SharedState, StorageSettings};
@@ -17,6 +20,7 @@ use interlock::{Clock, MonotonicClock, State, Timestamp};
 
 use crate::key::decode_name;
 use crate::scripts::{MAX_EXACT, MAX_VERSION};
+use crate::trail::{EPOCH_NOTICE, Trail};
 
 /// How long a listener waits for a message before it checks that its
 /// coordinator still listens.
@@ -48,6 +52,8 @@ pub(crate) struct Listener {
     pub(crate) prefix: String,
     pub(crate) settings: StorageSettings,
     pub(crate) sink: NoticeSink,
+    /// Where the epoch messages go (issue 29).
+    pub(crate) trail: Arc<Mutex<Trail>>,
 }
 
 /// How a subscription ended.
@@ -137,6 +143,10 @@ impl Listener {
     /// Delivers one message's notice; `false` once the coordinator is gone.
     fn deliver(&self, channel: &[u8], payload: &[u8]) -> bool {
         if channel != self.channel.as_bytes() {
+            return self.sink.is_alive();
+        }
+        if let Some(entry) = payload.strip_prefix(EPOCH_NOTICE) {
+            Trail::push(&self.trail, entry);
             return self.sink.is_alive();
         }
         match parse_payload(&self.prefix, payload) {
@@ -238,6 +248,7 @@ impl Listener {
         if pubsub.set_read_timeout(Some(TICK)).is_err() {
             return FAILED;
         }
+        let _live = Trail::session(&self.trail);
         if !self.sink.deliver(Notice::Resync) {
             return Ended::SinkGone;
         }
@@ -279,7 +290,7 @@ mod task {
     use interlock::{Clock, MonotonicClock};
     use std::time::Duration;
 
-    use super::{Ended, KEEPALIVE, Listener, REFUSED_RETRY, TICK, is_refusal, refusal};
+    use super::{Ended, KEEPALIVE, Listener, REFUSED_RETRY, TICK, Trail, is_refusal, refusal};
 
     impl Listener {
         /// Runs the async subscription until the coordinator is gone.
@@ -328,6 +339,7 @@ mod task {
                 Ok(Err(e)) if is_refusal(&e) => return refusal(&e),
                 _ => return FAILED,
             }
+            let _live = Trail::session(&self.trail);
             if !self.sink.deliver(Notice::Resync) {
                 return Ended::SinkGone;
             }
@@ -445,6 +457,9 @@ mod tests {
             b"7 interlock:{cb}:%zz",
             b"7 interlock:{cb}:\xff",
             b"\xff\xfe",
+            // The epoch message every write sends after its notice (issue
+            // 29): a parser of this or an older release ignores it.
+            b"epoch 12:1700000000000000:3:interlock:{cb}:x",
         ] {
             assert_eq!(parse_payload(p, bad), None, "{bad:?}");
         }

@@ -14,6 +14,7 @@ use crate::key::validate_prefix;
 use crate::layout::Layout;
 use crate::notices::{Listener, Subscriber};
 use crate::scripts::{Index, Op};
+use crate::trail::{Plan, Trail};
 use crate::{interlock_cb, scripts};
 
 /// The builder-side options of both storages.
@@ -77,6 +78,7 @@ impl Options {
             prefix,
             subscriber: self.subscriber,
             reporter: Arc::default(),
+            trail: Arc::default(),
         })
     }
 }
@@ -136,6 +138,8 @@ pub(crate) struct Resolved {
     channel: String,
     subscriber: Option<Subscriber>,
     reporter: Arc<Reporter>,
+    /// The epochs this storage's subscriptions brought (issue 29).
+    pub(crate) trail: Arc<Mutex<Trail>>,
 }
 
 impl Resolved {
@@ -174,6 +178,7 @@ impl Resolved {
             prefix: self.prefix.clone(),
             settings: self.settings.clone(),
             sink,
+            trail: Arc::clone(&self.trail),
         })
     }
 
@@ -231,6 +236,20 @@ impl Resolved {
             self.publish_channel(),
             |name| self.key(name),
         )
+    }
+
+    /// What a change poll of `requests` from `since` may ask the server to
+    /// confirm instead of polling, from what the subscriptions brought.
+    pub(crate) fn plan(
+        &self,
+        since: Option<interlock::storage::Epoch>,
+        requests: &[PollRequest<'_>],
+    ) -> Option<Plan> {
+        let name_of = |key: &[u8]| {
+            let rest = key.strip_prefix(self.prefix.as_bytes())?;
+            self.layout.name_of(rest)
+        };
+        Trail::plan(&self.trail, since?, requests, name_of)
     }
 }
 

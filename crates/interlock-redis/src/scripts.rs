@@ -1,4 +1,4 @@
-//! The ten Lua scripts, their arguments and the parsing of their replies.
+//! The eleven Lua scripts, their arguments and the parsing of their replies.
 //!
 //! Each of the eight operations works on one key (`KEYS[1]`, the breaker's
 //! hash), reads the hash through the same strict loader, and replies with
@@ -23,7 +23,9 @@
 //! applies a change, publishes `<version> <key>` on it after writing,
 //! followed by a newline and the record (`state opened_at permitted
 //! remaining completed failures slows`), so subscribers adopt it without a
-//! read (an empty channel publishes nothing). The publish is best-effort: it runs
+//! read (an empty channel publishes nothing). With the change index it then
+//! publishes `epoch ` and the change log entry it wrote, which a subscriber
+//! keeps to confirm polls (`trail.rs`) and an older parser ignores. The publish is best-effort: it runs
 //! under `redis.pcall`, so a refused `PUBLISH` never turns an applied write
 //! into an error (value 10 says why it failed). The ninth script, `poll`,
 //! answers a whole batched poll: a read or a begin per key, one reply per
@@ -34,7 +36,9 @@
 //! 29): every single-key script takes them as `KEYS[2]` and `KEYS[3]`. The
 //! tenth script, `changes`, answers a poll from the index: the records
 //! written or expired since the caller's epoch, plus the requests that
-//! must be answered in any case.
+//! must be answered in any case. The eleventh, `confirm`, has no prelude:
+//! it answers whether the storage agrees with what a subscriber's change
+//! notices brought since its epoch (see `trail.rs`).
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -45,8 +49,9 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::error::Error;
 use crate::lua::{
-    BEGIN, CHANGES, CLOSE, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP,
+    BEGIN, CHANGES, CLOSE, CONFIRM, LEASE, POLL, PRELUDE, READ, RECORD, RESTART, RESTORE, TRIP,
 };
+use crate::trail::Plan;
 
 /// The largest integer Lua's doubles hold exactly (2^53 − 1): the bound of
 /// `opened_at` in the hash.
@@ -162,11 +167,45 @@ pub(crate) const INTERLOCK: Dialect = Dialect {
     ttl_ms,
 };
 
-/// The SHA1 digests of interlock's own ten scripts, in the order of
-/// [`Scripts::digests`].
-pub(crate) fn digests() -> [&'static str; 10] {
-    let all = SCRIPTS.digests();
+/// The change poll's short form (issue 29), on its own: it needs none of
+/// the prelude.
+static CONFIRM_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CONFIRM));
+
+/// The SHA1 digests of interlock's own eleven scripts, in the order of
+/// [`Scripts::digests`], then `confirm`.
+pub(crate) fn digests() -> [&'static str; 11] {
+    let mut all = SCRIPTS.digests();
+    all.push(CONFIRM_SCRIPT.get_hash());
     std::array::from_fn(|i| all[i])
+}
+
+/// The `confirm` script call for `plan` from `since` (issue 29).
+pub(crate) fn confirm_invocation(
+    index: &Index,
+    since: Epoch,
+    plan: &Plan,
+) -> ScriptInvocation<'static> {
+    let mut inv = CONFIRM_SCRIPT.prepare_invoke();
+    inv.key(&index.log)
+        .key(&index.expiry)
+        .arg(since.counter)
+        .arg(since.mark)
+        .arg(since.at.as_nanos() / 1_000_000)
+        .arg(plan.top.as_deref().unwrap_or(""));
+    inv
+}
+
+/// A `confirm` reply: the server's time if it agreed, `None` if not.
+pub(crate) fn parse_confirm(value: &Value) -> Result<Option<Timestamp>, Error> {
+    const OP: &str = "poll";
+    match value {
+        Value::Int(0) => Ok(None),
+        Value::ServerError(e) => Err(Error::server(OP, e.clone())),
+        v => {
+            let us = int(OP, v, "the confirmed time", MAX_EXACT)?;
+            Ok(Some(Timestamp::from_nanos(us.saturating_mul(1_000))))
+        }
+    }
 }
 
 /// A TTL as whole milliseconds for `PEXPIRE`: rounded up, at least 1 (a
@@ -927,6 +966,29 @@ mod tests {
         let mut d = digests().to_vec();
         d.sort_unstable();
         d.dedup();
-        assert_eq!(d.len(), 10);
+        assert_eq!(d.len(), 11);
+    }
+
+    #[test]
+    fn confirm_keeps_the_retention_of_the_prelude() {
+        assert!(PRELUDE.contains("local EXPIRY_RETAIN_MS = 3600000\n"));
+        assert!(CONFIRM.contains("local EXPIRY_RETAIN_MS = 3600000\n"));
+    }
+
+    #[test]
+    fn a_confirm_reply_is_a_time_or_a_no() {
+        assert_eq!(parse_confirm(&Value::Int(0)).unwrap(), None);
+        assert_eq!(
+            parse_confirm(&Value::Int(1_700_000_000_000_000)).unwrap(),
+            Some(Timestamp::from_nanos(1_700_000_000_000_000_000))
+        );
+        for bad in [
+            Value::Nil,
+            Value::Int(-1),
+            Value::Okay,
+            Value::Array(vec![]),
+        ] {
+            assert!(parse_confirm(&bad).unwrap_err().is_corrupt(), "{bad:?}");
+        }
     }
 }

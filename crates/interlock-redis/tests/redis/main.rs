@@ -17,6 +17,7 @@ mod support;
 mod batch;
 mod changes;
 mod cluster;
+mod confirm;
 mod contract;
 mod faults;
 mod fleet;
