@@ -175,6 +175,10 @@ pub(crate) struct Tally {
     /// otherwise: owners then use the shared lanes), and the key's number
     /// in the low 16 bits. Written only under the lock.
     key: AtomicU64,
+    /// Whether the owned lanes were ever opened: until then no fold needs
+    /// to read them (once opened, a late store may land at any time).
+    /// Written only under the lock.
+    ever_opened: std::sync::atomic::AtomicBool,
     mask: usize,
     /// A success that would make a lane hold this many takes the lock (and
     /// folds the lanes): at most [`MAX_PENDING`], and for a count window
@@ -199,6 +203,7 @@ impl Tally {
                 })
                 .collect(),
             key: AtomicU64::new(INVALID),
+            ever_opened: std::sync::atomic::AtomicBool::new(false),
             mask: n - 1,
             flush_at: AtomicU64::new(MAX_PENDING),
             timed,
@@ -298,6 +303,9 @@ impl Tally {
     /// (those of another generation are stale, R8.8, and dropped).
     #[inline]
     pub(crate) fn fold_owned(&self, generation: u64) -> Folded {
+        if !self.ever_opened.load(Ordering::Relaxed) {
+            return Folded::default();
+        }
         let key = self.key.load(Ordering::Relaxed);
         let current = (key & VALID != 0).then(|| epoch_of(key));
         let mut folded = Folded::default();
@@ -347,6 +355,7 @@ impl Tally {
     /// Under the lock, with `key` the lanes' key: owners may count on their
     /// own lanes from now on (the key lasts the generation). Idempotent.
     pub(crate) fn open_owned(&self, key: TallyKey) {
+        self.ever_opened.store(true, Ordering::Relaxed);
         let number = self.key.load(Ordering::Relaxed) & NUMBER_MASK;
         self.key
             .store(tag(key.generation, key.second) | number, Ordering::Relaxed);
