@@ -17,7 +17,8 @@ use interlock::{CallError, CircuitBreaker, Config, ManualClock, SlidingWindow, S
 
 const TTL: Duration = Duration::from_secs(300);
 
-fn storage(clock: &ManualClock) -> MemoryStorage {
+/// A storage on `clock` (the storage's own), notices off, [`TTL`].
+fn storage(clock: &(impl interlock::Clock + Clone)) -> MemoryStorage {
     MemoryStorage::builder()
         .clock(clock.clone())
         .settings(
@@ -416,16 +417,7 @@ impl interlock::Clock for ServerClock {
 fn r17_13_an_open_from_the_storages_future_asks_to_begin_at_once_and_the_fleet_recovers() {
     let server = ServerClock::default();
     server.set_secs(100);
-    let storage = MemoryStorage::builder()
-        .clock(server.clone())
-        .settings(
-            StorageSettings::builder()
-                .notifications(false)
-                .state_ttl(TTL)
-                .build()
-                .unwrap(),
-        )
-        .build();
+    let storage = storage(&server);
     let clock = ManualClock::new();
     let lane = Coordinator::manual(storage.clone());
     let b = breaker(&lane, &clock, "payments");

@@ -12,7 +12,7 @@ use interlock::{CircuitBreaker, Timestamp};
 use interlock_redis::{AsyncRedisStorage, Layout, RedisStorage};
 
 use crate::support::{Server, eventually};
-use crate::{TTL, config, storage, storage_builder};
+use crate::{TTL, await_subscription, config, hosts, storage, storage_builder};
 
 /// `n` breakers `host-<i>` on one manual coordinator over a storage of
 /// its own (notices off: only polls move views).
@@ -22,15 +22,7 @@ fn fleet(server: &Server, n: usize) -> (Coordinator<Blocking>, Vec<CircuitBreake
         .build()
         .unwrap();
     let lane = Coordinator::manual(s);
-    let breakers = (0..n)
-        .map(|i| {
-            CircuitBreaker::builder(format!("host-{i}"))
-                .config(config().build().unwrap())
-                .coordinator(&lane)
-                .build()
-                .unwrap()
-        })
-        .collect();
+    let breakers = hosts(&lane, n);
     (lane, breakers)
 }
 
@@ -70,19 +62,8 @@ fn r17_12_views_from_notices_are_vouched_for_not_read() {
     let server = Server::start();
     let s = storage_builder(&server).build().unwrap();
     let lane = Coordinator::manual(s);
-    let breakers: Vec<_> = (0..1000)
-        .map(|i| {
-            CircuitBreaker::builder(format!("host-{i}"))
-                .config(config().build().unwrap())
-                .coordinator(&lane)
-                .build()
-                .unwrap()
-        })
-        .collect();
-    assert!(
-        eventually(Duration::from_secs(10), || server.pubsub_clients() == 1),
-        "subscribed"
-    );
+    let breakers = hosts(&lane, 1000);
+    await_subscription(&server);
     assert_eq!(hashes_read_by(&server, || lane.poll()), 1000, "first: full");
     assert_eq!(hashes_read_by(&server, || lane.poll()), 0, "idle");
     // Another instance trips three breakers and closes one of them; the

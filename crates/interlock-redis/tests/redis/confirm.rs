@@ -14,25 +14,14 @@ use interlock::storage::{AsyncStorage, Coordinator, PollRequest, Storage};
 use interlock_redis::AsyncRedisStorage;
 
 use crate::support::{Inbox, Server, eventually};
-use crate::{TTL, config, storage, storage_builder};
+use crate::{TTL, await_subscription, hosts, storage, storage_builder};
 
 /// `n` breakers `host-<i>` on one manual coordinator whose storage
 /// subscribes to the change notices.
 fn subscribed(server: &Server, n: usize) -> (Coordinator<Blocking>, Vec<CircuitBreaker<Blocking>>) {
     let lane = Coordinator::manual(storage_builder(server).build().unwrap());
-    let breakers = (0..n)
-        .map(|i| {
-            CircuitBreaker::builder(format!("host-{i}"))
-                .config(config().build().unwrap())
-                .coordinator(&lane)
-                .build()
-                .unwrap()
-        })
-        .collect();
-    assert!(
-        eventually(Duration::from_secs(10), || server.pubsub_clients() == 1),
-        "subscribed"
-    );
+    let breakers = hosts(&lane, n);
+    await_subscription(server);
     (lane, breakers)
 }
 

@@ -59,6 +59,27 @@ pub const PATIENT: Duration = Duration::from_secs(10);
 
 pub const TTL: Duration = Duration::from_secs(60);
 
+/// `n` breakers `host-<i>` with [`config`] on `lane`.
+pub fn hosts(lane: &Coordinator<Blocking>, n: usize) -> Vec<CircuitBreaker<Blocking>> {
+    (0..n)
+        .map(|i| {
+            CircuitBreaker::builder(format!("host-{i}"))
+                .config(config().build().unwrap())
+                .coordinator(lane)
+                .build()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Waits until exactly one client of `server` is subscribed to notices.
+pub fn await_subscription(server: &Server) {
+    assert!(
+        support::eventually(Duration::from_secs(10), || server.pubsub_clients() == 1),
+        "subscribed"
+    );
+}
+
 /// Trips after two calls, of which both failed.
 pub fn config() -> ConfigBuilder {
     Config::builder()

@@ -366,8 +366,8 @@ impl Tally {
         self.key.load(Ordering::Relaxed) & VALID != 0
     }
 
-    /// For tests: the owned key word now, and the store an owner of lane 0
-    /// that read `key` makes for one success (as `add_owned` does).
+    /// For tests: the owned key word now, and (`store_on_lane_0`) the
+    /// store an owner of lane 0 that read `key` makes for one success.
     #[cfg(test)]
     pub(crate) fn owned_key(&self) -> u64 {
         self.key.load(Ordering::Relaxed)
@@ -375,14 +375,10 @@ impl Tally {
 
     #[cfg(test)]
     pub(crate) fn store_on_lane_0(&self, key: u64) {
-        let lane = &self.owned[0];
-        let word = lane.word.load(Ordering::Relaxed);
-        let next = if word >> 32 == epoch_of(key) {
-            word + 1
-        } else {
-            (epoch_of(key) << 32) | 1
-        };
-        lane.word.store(next, Ordering::Release);
+        assert!(
+            self.add_owned(&self.owned[0], key),
+            "lane 0 takes the store"
+        );
     }
 }
 
