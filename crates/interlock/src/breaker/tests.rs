@@ -1570,3 +1570,118 @@ fn r7_1_a_late_owned_success_without_a_key_is_evaluated_at_the_next_fold() {
     b.inner.tally.store_on_lane_0(read);
     assert_eq!(b.snapshot(), snap);
 }
+
+#[test]
+fn r5_2_a_late_owned_success_under_a_later_key_of_its_generation_counts_once() {
+    // An owned store made under second 0's key lands after a success of
+    // second 1 re-keyed the lanes (a time window's owned lanes forced open
+    // by hand, as above): of this generation, and the machine has a key,
+    // so the next fold records it with the current successes, once.
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+            .minimum_number_of_calls(3)
+            .failure_rate_threshold(0.5),
+    );
+    let _ = fail(&b);
+    let key = b.inner.core().tally_key.expect("one failure of 3: a key");
+    b.inner.tally.open_owned(key);
+    let read = b.inner.tally.owned_key();
+    clock.advance(Duration::from_secs(1));
+    ok(&b).unwrap(); // a new second: the locked path, and a new key
+    assert!(b.inner.core().tally_key.is_some(), "1 of 3: still a key");
+    b.inner.tally.store_on_lane_0(read);
+    let snap = b.snapshot();
+    assert_eq!((snap.total_calls, snap.failed_calls), (3, 1));
+    assert_eq!(b.snapshot(), snap, "counted once");
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r5_1_owned_lanes_open_only_once_a_count_window_is_full() {
+    // A key that can go (a time window, a count window still filling)
+    // keeps the shared lanes; a full count window's key lasts.
+    let (timed, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+            .minimum_number_of_calls(3),
+    );
+    let (counted, _) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::count(4))
+            .minimum_number_of_calls(3),
+    );
+    for b in [&timed, &counted] {
+        let _ = fail(b);
+        ok(b).unwrap();
+        ok(b).unwrap();
+        let _ = b.snapshot();
+        assert!(!b.inner.tally.owned_open(), "a key that may go");
+    }
+    for _ in 0..10 {
+        clock.advance(Duration::from_millis(300));
+        ok(&timed).unwrap();
+        let _ = timed.snapshot();
+        assert!(!timed.inner.tally.owned_open(), "a time window's key goes");
+    }
+    ok(&counted).unwrap(); // full: [F, S, S, S]
+    let _ = counted.snapshot();
+    assert!(
+        counted.inner.tally.owned_open(),
+        "a full window's key lasts"
+    );
+}
+
+#[test]
+fn r5_1_successes_that_raced_a_re_key_are_recorded_not_dropped() {
+    // A success added to a shared lane after the fold, while a failure is
+    // recorded under the lock (here, inside the locked step itself), raced
+    // that failure: when the failure moves the key, the re-key collects it
+    // and records it through the full path. A time window (shared lanes),
+    // gate 3, threshold 0.6: one failure, then a success on the lanes
+    // during a second failure. After it a success would trip (2 of 3), so
+    // the key goes, and the racing success is that third call.
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+            .minimum_number_of_calls(3)
+            .failure_rate_threshold(0.6),
+    );
+    let _ = fail(&b);
+    assert!(b.inner.core().tally_key.is_some(), "1 of 3 < 0.6: a key");
+    let generation = b.generation();
+    let ((), _) = b.inner.change(|core| {
+        let now = crate::Clock::now(&clock);
+        let added = b.inner.tally.try_add(generation, now);
+        assert!(added, "a shared lane takes it");
+        let admission = crate::machine::Admission {
+            generation,
+            probe: false,
+        };
+        let t = core
+            .machine
+            .record(now, admission, crate::Outcome::Failure, false);
+        assert!(t.is_none(), "2 calls, below the gate");
+        ((), None)
+    });
+    assert_eq!((b.state(), b.generation()), (State::Open, generation + 1));
+}
+
+#[test]
+fn r11_state_since_moves_only_when_the_state_does() {
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::count(10))
+            .minimum_number_of_calls(2)
+            .failure_rate_threshold(0.5),
+    );
+    let built = b.state_since();
+    clock.advance(Duration::from_secs(3));
+    ok(&b).unwrap();
+    let _ = b.snapshot();
+    assert_eq!(b.state_since(), built, "no transition: unchanged");
+    clock.advance(Duration::from_secs(4));
+    let _ = fail(&b); // 1 of 2: trips
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.state_since() - built, Duration::from_secs(7));
+}
