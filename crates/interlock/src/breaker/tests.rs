@@ -1538,6 +1538,23 @@ fn r5_1_lane_successes_of_threads_that_come_and_go_are_each_counted_once() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// A time window of 60 s (gate 3, threshold 0.5) holding one failure, its
+/// owned lanes forced open below the gate (never so through the API), and
+/// the owned key as an owner reads it now.
+fn owned_forced_open() -> (CircuitBreaker, ManualClock, u64) {
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+            .minimum_number_of_calls(3)
+            .failure_rate_threshold(0.5),
+    );
+    let _ = fail(&b);
+    let key = b.inner.core().tally_key.expect("one failure of 3: a key");
+    b.inner.tally.open_owned(key);
+    let read = b.inner.tally.owned_key();
+    (b, clock, read)
+}
+
 #[test]
 fn r7_1_a_late_owned_success_without_a_key_is_evaluated_at_the_next_fold() {
     // The owned lanes open only under a key that lasts the generation, so
@@ -1549,16 +1566,7 @@ fn r7_1_a_late_owned_success_without_a_key_is_evaluated_at_the_next_fold() {
     // and the owner's store lands after that. The next locked step (the
     // snapshot) records the success first, with its trip evaluation: the
     // third call, 2 of 3, OPEN, reported as a change of its own.
-    let (b, _) = make_quiet(
-        cfg()
-            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
-            .minimum_number_of_calls(3)
-            .failure_rate_threshold(0.5),
-    );
-    let _ = fail(&b);
-    let key = b.inner.core().tally_key.expect("one failure of 3: a key");
-    b.inner.tally.open_owned(key);
-    let read = b.inner.tally.owned_key();
+    let (b, _, read) = owned_forced_open();
     let _ = fail(&b);
     assert!(b.inner.core().tally_key.is_none(), "the key is gone");
     b.inner.tally.store_on_lane_0(read);
@@ -1577,16 +1585,7 @@ fn r5_2_a_late_owned_success_under_a_later_key_of_its_generation_counts_once() {
     // second 1 re-keyed the lanes (a time window's owned lanes forced open
     // by hand, as above): of this generation, and the machine has a key,
     // so the next fold records it with the current successes, once.
-    let (b, clock) = make_quiet(
-        cfg()
-            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
-            .minimum_number_of_calls(3)
-            .failure_rate_threshold(0.5),
-    );
-    let _ = fail(&b);
-    let key = b.inner.core().tally_key.expect("one failure of 3: a key");
-    b.inner.tally.open_owned(key);
-    let read = b.inner.tally.owned_key();
+    let (b, clock, read) = owned_forced_open();
     clock.advance(Duration::from_secs(1));
     ok(&b).unwrap(); // a new second: the locked path, and a new key
     assert!(b.inner.core().tally_key.is_some(), "1 of 3: still a key");
