@@ -1649,7 +1649,7 @@ fn r5_1_successes_that_raced_a_re_key_are_recorded_not_dropped() {
     let _ = fail(&b);
     assert!(b.inner.core().tally_key.is_some(), "1 of 3 < 0.6: a key");
     let generation = b.generation();
-    let ((), _) = b.inner.change(|core| {
+    let ((), effects) = b.inner.change(|core| {
         let now = crate::Clock::now(&clock);
         let added = b.inner.tally.try_add(generation, now);
         assert!(added, "a shared lane takes it");
@@ -1663,6 +1663,8 @@ fn r5_1_successes_that_raced_a_re_key_are_recorded_not_dropped() {
         assert!(t.is_none(), "2 calls, below the gate");
         ((), None)
     });
+    // As every caller of `change` does: the trip's effects (timer, events).
+    b.inner.after(effects);
     assert_eq!((b.state(), b.generation()), (State::Open, generation + 1));
 }
 
