@@ -61,6 +61,26 @@ use support::poll;
 /// at load 12 took more than 30 s once (a deadline, not a wait).
 const SETUP: Duration = Duration::from_secs(120);
 
+/// Installs, once per page, what [`Browser::click`] and [`Browser::notice`]
+/// read: whether a click reached an element of `window.__clickTarget`
+/// (a capture listener on the document, so it sees the click before any
+/// handler), and every text the notice line showed (`window.__notices`).
+const RECORDERS: &str = "if (!window.__recorders) {
+    window.__recorders = true;
+    window.__notices = [];
+    window.__clickTarget = null;
+    window.__clickHit = false;
+    const line = document.getElementById('notice');
+    new MutationObserver(() => { if (line.textContent) window.__notices.push(line.textContent); })
+        .observe(line, { childList: true, characterData: true, subtree: true });
+    document.addEventListener('click', (e) => {
+        if (window.__clickTarget && e.target instanceof Element && e.target.closest(window.__clickTarget)) {
+            window.__clickHit = true;
+        }
+    }, true);
+}
+";
+
 const TOKEN: &str = "s3cret-token-0123456789abcdef";
 
 // ---- locating (or installing) Chromium and chromedriver -------------------
@@ -250,23 +270,64 @@ impl Browser {
         .await
     }
 
-    /// Clicks the element `css` selects.
+    /// Clicks the element `css` selects, as a user does (WebDriver's element
+    /// click: scrolled into view, pointer events at its centre).
+    ///
+    /// The page updates live, so the element can move between the moment
+    /// WebDriver computes where to press and the moment it presses; the
+    /// press then lands beside it and nothing happens. A page-side recorder
+    /// ([`RECORDERS`]) tells whether the click reached an element `css`
+    /// selects; a click that did not (no handler ran, so nothing was done)
+    /// is made again, a few times. Whatever the page does in response is
+    /// the test's to check, never retried here.
     async fn click(&self, css: &str) {
-        self.client
-            .find(fantoccini::Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .click()
-            .await
-            .unwrap();
+        const ATTEMPTS: u32 = 5;
+        for attempt in 1..=ATTEMPTS {
+            self.js(
+                &[
+                    RECORDERS,
+                    "window.__clickTarget = arguments[0]; window.__clickHit = false; window.__notices = [];",
+                ]
+                .concat(),
+                vec![json!(css)],
+            )
+            .await;
+            self.client
+                .find(fantoccini::Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"))
+                .click()
+                .await
+                .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+            // The click's events are dispatched before the command returns;
+            // a moment more for a renderer starved by the machine's load.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+            loop {
+                if self.js("return window.__clickHit === true;", vec![]).await == true {
+                    return;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            eprintln!(
+                "browser test: click {attempt} of {ATTEMPTS} on {css} did not reach it \
+                 (the page moved under the pointer); clicking again"
+            );
+        }
+        panic!("{css}: {ATTEMPTS} clicks, none reached the element");
     }
 
-    /// The notice line's text once it contains `needle`.
+    /// The text of a notice containing `needle`, shown since the last
+    /// [`click`](Self::click): the recorder keeps every notice, since the
+    /// line clears itself after 8 s and a poll slowed by load could miss
+    /// one.
     async fn notice(&self, needle: &str) -> String {
         self.until(
             &format!("a notice with {needle:?}"),
-            "const t = document.getElementById('notice').textContent;
-             return t.includes(arguments[0]) ? t : null;",
+            "const seen = (window.__notices || []).concat([document.getElementById('notice').textContent]);
+             return seen.find((t) => t.includes(arguments[0])) || null;",
             vec![json!(needle)],
         )
         .await
