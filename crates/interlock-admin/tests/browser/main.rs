@@ -313,7 +313,7 @@ impl Browser {
             }
             eprintln!(
                 "browser test: click {attempt} of {ATTEMPTS} on {css} did not reach it \
-                 (the page moved under the pointer); clicking again"
+                 (the page may have moved under the pointer); clicking again"
             );
         }
         panic!("{css}: {ATTEMPTS} clicks, none reached the element");
