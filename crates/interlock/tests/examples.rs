@@ -6,6 +6,14 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// This crate's folder: the one cargo names when it runs the test, else the
+/// one the test was compiled in (a build directory shared by two checkouts
+/// must read the files of the checkout it runs for).
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn example_binary(name: &str) -> PathBuf {
     // target/<profile>/deps/examples-<hash> -> target/<profile>/examples/<name>
     let exe = std::env::current_exe().expect("test binary path");
@@ -28,7 +36,7 @@ fn check(name: &str) {
         "{name} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let expected_path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let expected_path = manifest_dir()
         .join("examples")
         .join(format!("{name}.stdout"));
     let expected = std::fs::read_to_string(&expected_path).expect("expected output");

@@ -400,7 +400,8 @@ impl Drop for Browser {
 
 fn screenshot_path(name: &str) -> PathBuf {
     match std::env::var("INTERLOCK_SCREENSHOT") {
-        Ok(v) if v == "1" => Path::new(env!("CARGO_MANIFEST_DIR"))
+        Ok(v) if v == "1" => std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
             .join("../../docs/img")
             .join(name),
         _ => Path::new(env!("CARGO_TARGET_TMPDIR")).join(name),

@@ -380,7 +380,7 @@ fn the_guides_example_runs_a_python_and_a_rust_instance_on_one_breaker() {
          --examples`)",
         binary.display()
     );
-    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let examples = crate::python::manifest_dir().join("examples");
     let mut python = Reaped(
         Command::new(&py)
             .arg("-u")

@@ -19,8 +19,16 @@ use serde_json::Value;
 /// How long the Python process may take to start or to answer a command.
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
+/// This crate's folder: the one cargo names when it runs the test, else the
+/// one the test was compiled in (a build directory shared by two checkouts
+/// must read the files of the checkout it runs for).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    manifest_dir().join("../..")
 }
 
 /// The instance program.
