@@ -165,7 +165,10 @@ pub(crate) struct Inner {
     /// Plain successes counted without the lock, folded into the machine
     /// whenever the lock is taken (`tally.rs`).
     tally: tally::Tally,
-    core: Mutex<Core>,
+    /// The machine and what goes with it, behind the breaker's lock: in an
+    /// allocation of its own lines ([`Locked`]), so that taking the lock on
+    /// one core never takes `status` (read by every call) from another.
+    core: Box<Locked>,
     config: Config,
     clock: ClockHandle,
     slow_nanos: u64,
@@ -198,6 +201,14 @@ pub(crate) struct Inner {
     /// its breakers (untracked otherwise).
     pub(crate) usage: Usage,
 }
+
+/// The breaker's lock, alone on its cache lines: aligned to, and so sized
+/// in multiples of, 128 bytes (two lines, the pair x86 cores prefetch
+/// together), in its own allocation. Inline in [`Inner`] it shared a line
+/// with `status`, and every lock and unlock on one core made the other
+/// core's next admission miss (issue 22, two threads).
+#[repr(align(128))]
+struct Locked(Mutex<Core>);
 
 #[derive(Default)]
 struct TimerSlot {
@@ -244,7 +255,7 @@ fn pack(core: &Core) -> u64 {
 
 impl Inner {
     fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+        self.core.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Republishes what lock-free readers see; most recorded calls change
@@ -497,7 +508,7 @@ impl<M: Mode> CircuitBreaker<M> {
             status,
             open_until,
             tally,
-            core: Mutex::new(core),
+            core: Box::new(Locked(Mutex::new(core))),
             config,
             clock,
             slow_nanos,

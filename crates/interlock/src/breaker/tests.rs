@@ -1342,6 +1342,25 @@ fn permit_success(p: crate::Permit) {
     p.success();
 }
 
+/// Issue 22, two threads: the lock's word and the data it guards share no
+/// cache line (nor the line pair x86 cores fetch together) with anything
+/// else, above all not with `status`, which every admission reads; a lock
+/// taken on one core then leaves the other core's admissions hitting.
+#[test]
+fn issue_22_the_lock_is_on_cache_lines_of_its_own() {
+    let b = CircuitBreaker::new("svc");
+    let lock = std::ptr::from_ref::<super::Locked>(&b.inner.core).addr();
+    let status = std::ptr::from_ref(&b.inner.status).addr();
+    assert_eq!(lock % 128, 0, "the lock starts a line pair");
+    assert_eq!(size_of::<super::Locked>() % 128, 0, "and fills its lines");
+    assert_ne!(lock / 128, status / 128, "status is elsewhere");
+    // The lock still works as one: a failure and a snapshot go through it.
+    let r: Result<(), crate::CallError<std::io::Error>> =
+        b.call(|| Err(std::io::Error::other("down")));
+    assert!(r.is_err());
+    assert_eq!(b.snapshot().failed_calls, 1);
+}
+
 #[test]
 fn r5_1_a_success_settles_on_the_lanes_with_a_failure_in_the_count_window() {
     // Issue 22: a full count window of 8 holding one failure (1 of 8, below
