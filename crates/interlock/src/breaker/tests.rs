@@ -1705,3 +1705,48 @@ fn r11_state_since_moves_only_when_the_state_does() {
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.state_since() - built, Duration::from_secs(7));
 }
+
+/// A listener that logs its breaker's creation and every event's kind.
+struct Lifecycle(Log);
+
+impl crate::EventListener for Lifecycle {
+    fn on_event(&self, event: &Event<'_>) {
+        self.0.lock().unwrap().push(event.kind().to_owned());
+    }
+
+    fn on_breaker_created(&self, breaker: &str, state: State) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("created {breaker} {state:?}"));
+    }
+}
+
+/// `on_breaker_created` reaches every listener once, with the state the
+/// breaker starts in, before any event; through an `Arc` as well. A breaker
+/// without listeners builds and runs without calling anything.
+#[test]
+fn listeners_hear_of_the_breaker_being_built_first_and_once() {
+    let log: Log = Arc::default();
+    let shared = Arc::new(Lifecycle(Arc::clone(&log)));
+    let b = CircuitBreaker::builder("svc")
+        .listener(Lifecycle(Arc::clone(&log)))
+        .listener(Arc::clone(&shared))
+        .initial_state(State::MetricsOnly)
+        .build()
+        .unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["created svc MetricsOnly", "created svc MetricsOnly"]
+    );
+    assert!(b.call(|| Ok::<_, std::io::Error>(())).is_ok());
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 4, "{log:?}");
+    assert!(
+        log[2..].iter().all(|e| !e.starts_with("created")),
+        "{log:?}"
+    );
+
+    let quiet = CircuitBreaker::new("quiet");
+    assert!(quiet.call(|| Ok::<_, std::io::Error>(())).is_ok());
+}
