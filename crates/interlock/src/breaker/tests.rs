@@ -1750,3 +1750,26 @@ fn listeners_hear_of_the_breaker_being_built_first_and_once() {
     let quiet = CircuitBreaker::new("quiet");
     assert!(quiet.call(|| Ok::<_, std::io::Error>(())).is_ok());
 }
+
+/// `created_at` is the breaker's clock at build, `now` its clock now, and
+/// `state_since` the last change of state, all on that clock (a snapshot
+/// of the same readings the dashboard shows).
+#[test]
+fn created_at_now_and_state_since_read_the_breakers_own_clock() {
+    let clock = ManualClock::new();
+    clock.advance(secs(7.0));
+    let built = crate::Clock::now(&clock);
+    let b = CircuitBreaker::builder("svc")
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(b.created_at(), built);
+    assert_eq!(b.now(), built);
+    clock.advance(secs(3.0));
+    assert_eq!(b.now(), built + secs(3.0));
+    assert_eq!(b.created_at(), built, "fixed at build");
+    b.force_open();
+    clock.advance(secs(2.0));
+    assert_eq!(b.state_since(), built + secs(3.0));
+    assert_eq!(b.now() - b.created_at(), secs(5.0));
+}
