@@ -203,10 +203,11 @@ pub(crate) struct Inner {
 }
 
 /// The breaker's lock, alone on its cache lines: aligned to, and so sized
-/// in multiples of, 128 bytes (two lines, the pair x86 cores prefetch
-/// together), in its own allocation. Inline in [`Inner`] it shared a line
-/// with `status`, and every lock and unlock on one core made the other
-/// core's next admission miss (issue 22, two threads).
+/// in multiples of, 128 bytes (two lines: some x86 cores prefetch lines in
+/// pairs, the reason crossbeam pads to 128 there), in its own allocation.
+/// Inline in [`Inner`] it shared a line with `status`, and every lock and
+/// unlock on one core made the other core's next admission miss (issue 22,
+/// two threads).
 #[repr(align(128))]
 struct Locked(Mutex<Core>);
 

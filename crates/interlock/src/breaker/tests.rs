@@ -1343,7 +1343,7 @@ fn permit_success(p: crate::Permit) {
 }
 
 /// Issue 22, two threads: the lock's word and the data it guards share no
-/// cache line (nor the line pair x86 cores fetch together) with anything
+/// cache line (nor the line pair some x86 cores prefetch together) with anything
 /// else, above all not with `status`, which every admission reads; a lock
 /// taken on one core then leaves the other core's admissions hitting.
 #[test]
