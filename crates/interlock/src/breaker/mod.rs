@@ -367,6 +367,14 @@ impl Inner {
     /// transition moves the generation).
     fn rekey(&self, core: &mut Core, mut local: Option<Transition>) -> Option<Transition> {
         self.tally.flush_at(core.machine.successes_to_quiet());
+        // Open owned lanes carry `core.tally_key` (a key that changes closes
+        // them first, below), and a key that lasts is the machine's key until
+        // a transition, after which the window does not last (OPEN, or a
+        // fresh CLOSED window): nothing to compute or re-tag.
+        if core.machine.tally_key_lasts() && self.tally.owned_open() {
+            debug_assert_eq!(core.machine.tally_key(), core.tally_key);
+            return local;
+        }
         let key = core.machine.tally_key();
         if key == core.tally_key {
             if let Some(key) = key {

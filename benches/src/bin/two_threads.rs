@@ -1,0 +1,73 @@
+//! Two threads on one breaker, interlock alone: a steady load to profile or to compare two
+//! builds of the core with.
+//!
+//! `paired mixed2` gives the ratio to the peers, but half of each process is the peers' time,
+//! which is in the way under `perf record`, and each of its slices is short. This runs only
+//! interlock's mixed workload (count window of 100 or 60 s time window, a failure every
+//! `period` calls, `ours::mixed_count` / `ours::mixed_time`) on two threads pinned to two cores,
+//! 20 rounds of 2,000,000 calls per thread, and prints the wall time per call of one thread.
+//!
+//! ```sh
+//! cargo run --release -p interlock-benches --bin two_threads -- count 10
+//! # Two builds, alternating (copy each build's binary aside first):
+//! for i in $(seq 10); do for v in a b; do echo "$v $(/tmp/two_threads-$v count 10)"; done; done
+//! perf record -e cpu-clock target/release/two_threads time 10
+//! ```
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark harness reads the wall clock"
+)]
+#![allow(clippy::print_stdout, reason = "a benchmark prints its results")]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use interlock_benches::{SyncBreaker, ours};
+
+const ROUNDS: u32 = 20;
+const CALLS: u32 = 2_000_000;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let window = args.next().unwrap_or_else(|| "count".to_owned());
+    let period = match args.next().map(|p| p.parse::<u32>()) {
+        None => 10,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            eprintln!("the period must be a whole number of calls: {e}");
+            std::process::exit(2);
+        }
+    };
+    let breaker = match window.as_str() {
+        "count" => ours::mixed_count(period),
+        "time" => ours::mixed_time(period),
+        other => {
+            eprintln!("the window is `count` or `time`, not `{other}`");
+            std::process::exit(2);
+        }
+    };
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        std::thread::scope(|s| {
+            for worker in 0..2 {
+                let breaker = &breaker;
+                s.spawn(move || {
+                    let core =
+                        core_affinity::get_core_ids().and_then(|ids| ids.get(worker).copied());
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    for _ in 0..CALLS {
+                        black_box(black_box(breaker).call());
+                    }
+                });
+            }
+        });
+    }
+    let calls = f64::from(ROUNDS) * f64::from(CALLS);
+    println!(
+        "{:.2} ns/call/thread",
+        start.elapsed().as_secs_f64() * 1e9 / calls
+    );
+}
