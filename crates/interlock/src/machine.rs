@@ -97,25 +97,29 @@ pub(crate) struct TallyKey {
 /// assert_eq!(refused.retry_after, Some(Duration::from_secs(59)));
 /// # Ok::<(), interlock::ConfigError>(())
 /// ```
+// `repr(C)`, window first: a breaker's lock holder writes the window's
+// counters on every failure, so they sit right after the lock, on its
+// cache lines (issue 22; see `Core` in `breaker/mod.rs`).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Machine {
+    window: Window,
+    trip: TripState,
     config: Config,
-    state: State,
     generation: u64,
     opened_at: Timestamp,
     open_wait: Duration,
     /// When the current HALF_OPEN round last made progress: its start
     /// (entry or restart), or its latest probe admission or settlement.
     round_progress_at: Timestamp,
-    failed_rounds: u32,
-    round: ProbeCounters,
     /// Under [`HalfOpenPolicy::Progressive`] (D8): 0 while the single probe
     /// runs, then the 1-based stage whose calls `round` counts.
     stage: usize,
+    round: ProbeCounters,
+    failed_rounds: u32,
     /// The stage's admission credit in millionths of a call (D8).
     credit: u32,
-    window: Window,
-    trip: TripState,
+    state: State,
 }
 
 impl Machine {
@@ -441,6 +445,13 @@ impl Machine {
             generation: self.generation,
             second,
         })
+    }
+
+    /// Where the window lies in memory, for the breaker's layout test.
+    #[cfg(test)]
+    pub(crate) fn window_bytes(&self) -> std::ops::Range<usize> {
+        let start = std::ptr::from_ref(&self.window).addr();
+        start..start + size_of::<Window>()
     }
 
     /// Whether [`tally_key`](Self::tally_key) stays `Some` for the rest of

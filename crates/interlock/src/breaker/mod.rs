@@ -108,15 +108,23 @@ impl<M> Clone for CircuitBreaker<M> {
 
 /// What the breaker's lock guards: the machine and, for a coordinated
 /// breaker, its cached shared view and degradation state.
+///
+/// `repr(C)`: the lanes' key and the machine, its window first, follow the
+/// mutex word, so that the window's counters a failure writes are on the
+/// lock's own 128 bytes (issue 22: with two threads every line the lock
+/// holder writes moves between the cores; a count window's bit words stay
+/// on the heap, since keeping them inline cost one thread more than it
+/// gave two).
+#[repr(C)]
 pub(crate) struct Core {
+    /// The key the success lanes are tagged with (`None`: they are not
+    /// valid), see `tally.rs`.
+    tally_key: Option<TallyKey>,
     pub(crate) machine: Machine,
     pub(crate) shared: Option<SharedCell>,
     /// When the effective state last changed (or the breaker was built), on
     /// the breaker's clock: written only on transitions, which hold the lock.
     pub(crate) since: Timestamp,
-    /// The key the success lanes are tagged with (`None`: they are not
-    /// valid), see `tally.rs`.
-    tally_key: Option<TallyKey>,
     /// The last failure (R11.3), written only under this lock (`kept.rs`).
     failure: KeptFailure,
 }

@@ -1354,6 +1354,17 @@ fn issue_22_the_lock_is_on_cache_lines_of_its_own() {
     assert_eq!(lock % 128, 0, "the lock starts a line pair");
     assert_eq!(size_of::<super::Locked>() % 128, 0, "and fills its lines");
     assert_ne!(lock / 128, status / 128, "status is elsewhere");
+    // The window's counters and the lanes' key, which the lock holder
+    // writes on a failure, are on the lock's lines too.
+    let core = b.inner.core();
+    let window = core.machine.window_bytes();
+    let key = std::ptr::from_ref(&core.tally_key).addr();
+    assert!(
+        window.start > lock && window.end <= lock + 128,
+        "{window:?} vs {lock}"
+    );
+    assert!(key > lock && key + size_of_val(&core.tally_key) <= lock + 128);
+    drop(core);
     // The lock still works as one: a failure and a snapshot go through it.
     let r: Result<(), crate::CallError<std::io::Error>> =
         b.call(|| Err(std::io::Error::other("down")));
