@@ -26,6 +26,14 @@ use std::future::Future;
 pub mod ours;
 pub mod peers;
 
+/// Pins the calling thread to core `worker` (when the machine has that many), so that the
+/// two workers of a two-thread benchmark run in parallel on two cores.
+pub fn pin_to_core(worker: usize) {
+    if let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.get(worker).copied()) {
+        core_affinity::set_for_current(core);
+    }
+}
+
 /// The error type every protected closure is declared with (it never fails unless a
 /// constructor trips a breaker on purpose).
 pub type OpError = std::io::Error;

@@ -34,7 +34,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser};
-use interlock_benches::{MIXES, SyncBreaker, ours};
+use interlock_benches::{MIXES, SyncBreaker, ours, pin_to_core};
 
 /// Calls per slice: about 50-200 µs per slice at these speeds.
 const SLICE: u32 = 20_000;
@@ -120,7 +120,7 @@ fn slice2<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
             .map(|worker| {
                 let barrier = &barrier;
                 s.spawn(move || {
-                    pin(worker);
+                    pin_to_core(worker);
                     barrier.wait();
                     let start = Instant::now();
                     slice(b, calls, expect);
@@ -136,14 +136,6 @@ fn slice2<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
         let end = spans.iter().map(|s| s.1).max().expect("two workers");
         end.duration_since(start)
     })
-}
-
-/// Pins the calling thread to core `worker` (when the machine has that many): the two
-/// workers of a slice then run in parallel on two cores.
-fn pin(worker: usize) {
-    if let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.get(worker).copied()) {
-        core_affinity::set_for_current(core);
-    }
 }
 
 /// [`paired`] with two-thread slices.

@@ -23,7 +23,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use interlock_benches::{SyncBreaker, ours};
+use interlock_benches::{SyncBreaker, ours, pin_to_core};
 
 const ROUNDS: u32 = 20;
 const CALLS: u32 = 2_000_000;
@@ -53,11 +53,7 @@ fn main() {
             for worker in 0..2 {
                 let breaker = &breaker;
                 s.spawn(move || {
-                    let core =
-                        core_affinity::get_core_ids().and_then(|ids| ids.get(worker).copied());
-                    if let Some(core) = core {
-                        core_affinity::set_for_current(core);
-                    }
+                    pin_to_core(worker);
                     for _ in 0..CALLS {
                         black_box(black_box(breaker).call());
                     }
