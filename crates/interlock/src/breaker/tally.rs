@@ -28,27 +28,32 @@
 //! writes that word, so no increment can be lost. A thread without a slot
 //! (more threads than lanes) uses the shared lanes above.
 //!
-//! An owned lane is two words on one line: `word`, written only by the
-//! owner (`epoch << 32 | count`, the count wrapping), and `folded`, the
-//! word as the last fold read it, written only by the lock holder. The
-//! lock holder never writes `word`; instead the owner checks a key word
-//! the lock holder publishes (`Tally::key`: the tag above, valid or not,
-//! and in its low 16 bits the key's number, moved at every re-key), and
-//! counts under that key's epoch (the generation's low 15 bits and the
-//! key's number). A success adds only while the key is valid for its
-//! generation and second and its lane's pending count (`word` less
-//! `folded`, for the same epoch) stays below the flush point; a lane
-//! still holding another epoch's unfolded successes takes the lock.
+//! An owned lane is three words on one line: `word`, written only by the
+//! owner (`epoch << 32 | count`, the count wrapping), and two written only
+//! by the lock holder: `folded`, the word as the last fold read it, and
+//! `gate`, what the owner may add under. The lock holder keeps the owned
+//! lanes' key (`Tally::key`: the tag above, valid or not, and in its low
+//! 16 bits the key's number, moved at every re-key); an epoch is the key's
+//! generation (low 15 bits) and number. While that key is valid every
+//! lane's gate is open: `OPEN | epoch << 32 | limit`, the limit being what
+//! the folds took of this epoch plus the flush point less one; it is
+//! closed at every re-key and rewritten whenever a fold, the key or the
+//! flush point moves. An owner reads its gate and its word, nothing
+//! else: it adds one if the gate is open for its call's generation, the
+//! word counts under the gate's epoch and the count is below the limit.
+//! A lane still holding another epoch's unfolded successes takes the lock.
+//! (Owned lanes open only for count windows; a time window's successes
+//! always take the shared lanes, see below.)
 //!
 //! Without a read-modify-write (or a store-load fence, which costs as
-//! much) an owner may read a key, the lock holder re-key and fold, and the
+//! much) an owner may read its gate, the lock holder re-key and fold, and the
 //! owner's store land after both, however long after (the owner may be
 //! descheduled in between): a *late* success, counted under an epoch no
 //! longer current. Its store is where it takes effect: every fold that
 //! read the lane before the store came before it, and the first fold that
 //! sees it records it first, before its own operation. That is exact only
 //! if recording it then changes no decision taken in between, so the
-//! owned key is published only while the machine's key **lasts the
+//! gates are open only while the machine's key **lasts the
 //! generation** (`Machine::tally_key_lasts`: CLOSED with a full count
 //! window). Then a late success is either of an older generation (stale,
 //! R8.8: dropped) or of this one, whose key is still up, and no run of
@@ -125,13 +130,48 @@ const NUMBER_MASK: u64 = COUNT_MASK;
 /// An owned lane word's count: its low 32 bits.
 const OWNED_COUNT_MASK: u64 = (1 << 32) - 1;
 
-/// One owned lane: its thread's count and what the folds took of it.
+/// An owned lane's gate is open (its bit 63; an owned word never has it).
+const OPEN: u64 = 1 << 63;
+/// A closed gate: the owner takes the shared lanes.
+const CLOSED: u64 = 0;
+
+/// One owned lane: its thread's count, what the folds took of it and
+/// what the owner may add, on one line.
 #[repr(align(64))]
 struct Owned {
     /// `epoch << 32 | count`: written only by the lane's thread.
     word: AtomicU64,
+    /// `OPEN | epoch << 32 | limit` while the owned lanes are open (the
+    /// owner may count under `epoch` while its count stays below `limit`,
+    /// both wrapping at 32 bits), [`CLOSED`] otherwise. Written only under
+    /// the lock, after every change of `folded`, the key or the flush
+    /// point, so an owner reads in one word what it used to read in three.
+    gate: AtomicU64,
     /// The word as the last fold read it: written only under the lock.
     folded: AtomicU64,
+}
+
+impl Owned {
+    /// The gate for an open key of `epoch` and flush point `flush`: room
+    /// for `flush - 1` successes past what the folds took of `epoch`.
+    fn gate_for(&self, epoch: u64, flush: u64) -> u64 {
+        let folded = self.folded.load(Ordering::Relaxed);
+        let base = if folded >> 32 == epoch {
+            folded & OWNED_COUNT_MASK
+        } else {
+            // The owner starts `epoch` from zero (see `add_owned`).
+            0
+        };
+        OPEN | (epoch << 32) | (base.wrapping_add(flush - 1) & OWNED_COUNT_MASK)
+    }
+
+    /// Under the lock: stores `gate` unless the lane has it already (the
+    /// line is the owner's: no write that changes nothing).
+    fn set_gate(&self, gate: u64) {
+        if self.gate.load(Ordering::Relaxed) != gate {
+            self.gate.store(gate, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The epoch a key word names: its generation's low 15 bits and its number.
@@ -172,8 +212,9 @@ pub(crate) struct Tally {
     owned: Box<[Owned]>,
     /// The owned lanes' key: the shared lanes' tag while the machine's key
     /// lasts the generation (`Machine::tally_key_lasts`; no [`VALID`] bit
-    /// otherwise: owners then use the shared lanes), and the key's number
-    /// in the low 16 bits. Written only under the lock.
+    /// otherwise, and every gate closed: owners then use the shared
+    /// lanes), and the key's number in the low 16 bits. Read and written
+    /// only under the lock (owners read their gates).
     key: AtomicU64,
     /// Whether the owned lanes were ever opened: until then no fold needs
     /// to read them (once opened, a late store may land at any time).
@@ -199,6 +240,7 @@ impl Tally {
             owned: (0..n)
                 .map(|_| Owned {
                     word: AtomicU64::new(0),
+                    gate: AtomicU64::new(CLOSED),
                     folded: AtomicU64::new(0),
                 })
                 .collect(),
@@ -216,6 +258,20 @@ impl Tally {
         let n = n.clamp(1, MAX_PENDING);
         if self.flush_at.load(Ordering::Relaxed) != n {
             self.flush_at.store(n, Ordering::Relaxed);
+            self.open_gates();
+        }
+    }
+
+    /// Under the lock: every owned lane's gate for the owned key (closed
+    /// if the owned lanes are closed).
+    fn open_gates(&self) {
+        let key = self.key.load(Ordering::Relaxed);
+        if key & VALID == 0 {
+            return;
+        }
+        let (epoch, flush) = (epoch_of(key), self.flush_at.load(Ordering::Relaxed));
+        for lane in &self.owned[..] {
+            lane.set_gate(lane.gate_for(epoch, flush));
         }
     }
 
@@ -223,21 +279,18 @@ impl Tally {
     /// the lock; `false` if it must take the locked path instead.
     #[inline(always)]
     pub(crate) fn try_add(&self, generation: u64, end: Timestamp) -> bool {
-        let second = if self.timed {
-            end.as_nanos() / NANOS_PER_SEC
-        } else {
-            0
-        };
-        let tag = tag(generation, second);
-        // The owned key first: it is closed for time windows and filling
-        // count windows, which then pay one load for it.
-        let key = self.key.load(Ordering::Relaxed);
-        if key & !NUMBER_MASK == tag {
-            if let Some(lane) = self.owned.get(owned_slot()) {
-                return self.add_owned(lane, key);
+        if self.timed {
+            // A time window's key never lasts: its owned lanes never open.
+            let second = end.as_nanos() / NANOS_PER_SEC;
+            return self.add_shared(lane_index(), tag(generation, second));
+        }
+        if let Some(lane) = self.owned.get(owned_slot()) {
+            let gate = lane.gate.load(Ordering::Relaxed);
+            if let Some(added) = self.add_owned(lane, gate, generation) {
+                return added;
             }
         }
-        self.add_shared(lane_index(), tag)
+        self.add_shared(lane_index(), tag(generation, 0))
     }
 
     /// [`try_add`](Self::try_add) on shared lane `index` (modulo the lane
@@ -255,31 +308,43 @@ impl Tally {
             .is_ok()
     }
 
-    /// [`try_add`](Self::try_add) on this thread's own lane, under the
-    /// owned lanes' `key` as read (valid, and the success's tag): plain
-    /// loads and one store.
+    /// [`try_add`](Self::try_add) on this thread's own lane, under its
+    /// `gate` as read: `None` if the gate is not open for `generation`
+    /// (closed, or of another generation: the shared lanes then), else
+    /// whether the success was added, with plain loads and one store.
     #[inline(always)]
-    fn add_owned(&self, lane: &Owned, key: u64) -> bool {
-        let epoch = epoch_of(key);
+    fn add_owned(&self, lane: &Owned, gate: u64, generation: u64) -> Option<bool> {
+        // Bits 48..64 of an open gate: OPEN and the epoch's generation.
+        if gate >> GENERATION_SHIFT != (OPEN >> GENERATION_SHIFT) | (generation & GENERATION_MASK) {
+            return None;
+        }
         let word = lane.word.load(Ordering::Relaxed);
-        let folded = lane.folded.load(Ordering::Relaxed);
-        let next = if word >> 32 == epoch {
-            // A stale `folded` only overstates what is pending: the lane
-            // then takes the lock a little early.
-            if unfolded(word, folded) + 1 >= self.flush_at.load(Ordering::Relaxed) {
-                return false;
+        // A word never has the OPEN bit: this is "the same epoch".
+        let next = if (gate ^ word) >> 32 == OPEN >> 32 {
+            // Room while the count is below the limit (wrapping: the two
+            // are never 2^31 apart). A stale gate only understates the
+            // room after a fold: the lane then takes the lock early.
+            #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
+            #[allow(clippy::cast_possible_wrap, reason = "a signed distance")]
+            let room = (gate as u32).wrapping_sub(word as u32) as i32;
+            if room <= 0 {
+                return Some(false);
             }
             (word & !OWNED_COUNT_MASK) | (word.wrapping_add(1) & OWNED_COUNT_MASK)
         } else {
             // Another key's count: start this one's only once the folds
-            // took all of it (otherwise the lock folds it).
-            if folded != word || self.flush_at.load(Ordering::Relaxed) <= 1 {
-                return false;
+            // took all of it (otherwise the lock folds it), and only if
+            // the gate leaves room for one.
+            #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
+            #[allow(clippy::cast_possible_wrap, reason = "at most MAX_PENDING")]
+            let room = gate as u32 as i32;
+            if lane.folded.load(Ordering::Relaxed) != word || room <= 0 {
+                return Some(false);
             }
-            (epoch << 32) | 1
+            ((gate & !OPEN) & !OWNED_COUNT_MASK) | 1
         };
         lane.word.store(next, Ordering::Release);
-        true
+        Some(true)
     }
 
     /// Under the lock: takes every shared lane's count, keeping the tags.
@@ -316,6 +381,9 @@ impl Tally {
                 continue;
             }
             lane.folded.store(word, Ordering::Relaxed);
+            if let Some(epoch) = current {
+                lane.set_gate(lane.gate_for(epoch, self.flush_at.load(Ordering::Relaxed)));
+            }
             let n = unfolded(word, before);
             let epoch = word >> 32;
             if Some(epoch) == current {
@@ -332,8 +400,13 @@ impl Tally {
     pub(crate) fn invalidate(&self) -> u64 {
         // The owned lanes' next key gets the next number: a success
         // counted under this one from now on is late.
-        let number = (self.key.load(Ordering::Relaxed) + 1) & NUMBER_MASK;
-        self.key.store(number, Ordering::Relaxed);
+        let key = self.key.load(Ordering::Relaxed);
+        self.key.store((key + 1) & NUMBER_MASK, Ordering::Relaxed);
+        if key & VALID != 0 {
+            for lane in &self.owned[..] {
+                lane.set_gate(CLOSED);
+            }
+        }
         self.lanes
             .iter()
             .map(|lane| lane.0.swap(INVALID, Ordering::Relaxed) & COUNT_MASK)
@@ -359,6 +432,7 @@ impl Tally {
         let number = self.key.load(Ordering::Relaxed) & NUMBER_MASK;
         self.key
             .store(tag(key.generation, key.second) | number, Ordering::Relaxed);
+        self.open_gates();
     }
 
     /// Whether owners count on their own lanes.
@@ -366,17 +440,20 @@ impl Tally {
         self.key.load(Ordering::Relaxed) & VALID != 0
     }
 
-    /// For tests: the owned key word now, and (`store_on_lane_0`) the
-    /// store an owner of lane 0 that read `key` makes for one success.
+    /// For tests: lane 0's gate now, and (`store_on_lane_0`) the store
+    /// an owner of lane 0 that read `gate` makes for one success of the
+    /// gate's generation.
     #[cfg(test)]
-    pub(crate) fn owned_key(&self) -> u64 {
-        self.key.load(Ordering::Relaxed)
+    pub(crate) fn owned_gate(&self) -> u64 {
+        self.owned[0].gate.load(Ordering::Relaxed)
     }
 
     #[cfg(test)]
-    pub(crate) fn store_on_lane_0(&self, key: u64) {
-        assert!(
-            self.add_owned(&self.owned[0], key),
+    pub(crate) fn store_on_lane_0(&self, gate: u64) {
+        let generation = (gate >> GENERATION_SHIFT) & GENERATION_MASK;
+        assert_eq!(
+            self.add_owned(&self.owned[0], gate, generation),
+            Some(true),
             "lane 0 takes the store"
         );
     }
@@ -439,6 +516,9 @@ thread_local! {
 static SLOTS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 #[cfg(not(all(test, interlock_loom)))]
 const _: () = assert!(MAX_LANES <= u8::BITS as usize);
+// `owned_slot` relies on it: a thread without a slot finds no owned lane.
+#[cfg(not(all(test, interlock_loom)))]
+const _: () = assert!(NO_SLOT as usize >= MAX_LANES);
 
 /// Gives a thread's slot back when it exits. Release: the thread's last
 /// lane stores happen before the next owner's loads (its claim acquires).
@@ -459,21 +539,17 @@ impl Drop for SlotRelease {
 }
 
 /// This thread's owned lane number in every breaker; out of range
-/// (`usize::MAX`) for a thread without a slot.
+/// ([`NO_SLOT`], above every lane count) for a thread without a slot.
 #[cfg(not(all(test, interlock_loom)))]
 #[inline]
 fn owned_slot() -> usize {
-    SLOT.try_with(|slot| match slot.get() {
-        UNCLAIMED => claim_slot(slot),
-        s => s,
-    })
-    .map_or(usize::MAX, |s| {
-        if s == NO_SLOT {
-            usize::MAX
-        } else {
-            usize::from(s)
-        }
-    })
+    usize::from(
+        SLOT.try_with(|slot| match slot.get() {
+            UNCLAIMED => claim_slot(slot),
+            s => s,
+        })
+        .unwrap_or(NO_SLOT),
+    )
 }
 
 /// A thread's first lane success: takes the lowest free slot, if any
@@ -588,9 +664,13 @@ mod tests {
             let tag = tag(generation, second);
             match kind {
                 Kind::Shared => self.add_shared(0, tag),
+                // An owner of a count window (a time window's owners take
+                // the shared lanes): the gate has no second.
                 Kind::Owned => {
-                    let key = self.key.load(Ordering::Relaxed);
-                    key & !NUMBER_MASK == tag && self.add_owned(&self.owned[0], key)
+                    let _ = tag;
+                    let lane = &self.owned[0];
+                    let gate = lane.gate.load(Ordering::Relaxed);
+                    self.add_owned(lane, gate, generation) == Some(true)
                 }
             }
         }
@@ -617,16 +697,21 @@ mod tests {
     #[test]
     fn adds_only_for_its_own_generation_and_second() {
         for kind in KINDS {
-            let t = Tally::new(true);
-            t.validate(key(3, 7), true);
+            // Owned lanes open for count windows only (a time window's key
+            // never lasts): their gate has a generation and no second.
+            let timed = matches!(kind, Kind::Shared);
+            let t = Tally::new(timed);
+            t.validate(key(3, if timed { 7 } else { 0 }), true);
             assert!(t.add(kind, 3, at(7)));
             assert!(t.add(kind, 3, at(7)));
             assert!(
                 !t.add(kind, 2, at(7)),
                 "{kind:?}: another generation (R8.8)"
             );
-            assert!(!t.add(kind, 3, at(8)), "{kind:?}: a later second (R5.2)");
-            assert!(!t.add(kind, 3, at(6)), "{kind:?}: an earlier second");
+            if timed {
+                assert!(!t.add(kind, 3, at(8)), "{kind:?}: a later second (R5.2)");
+                assert!(!t.add(kind, 3, at(6)), "{kind:?}: an earlier second");
+            }
             assert_eq!(t.take(kind, 3), 2, "{kind:?}");
             assert_eq!(t.take(kind, 3), 0, "{kind:?}: collected once");
             assert!(

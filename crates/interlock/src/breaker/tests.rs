@@ -1570,7 +1570,7 @@ fn r5_1_lane_successes_of_threads_that_come_and_go_are_each_counted_once() {
 
 /// A time window of 60 s (gate 3, threshold 0.5) holding one failure, its
 /// owned lanes forced open below the gate (never so through the API), and
-/// the owned key as an owner reads it now.
+/// lane 0's gate as an owner reads it now.
 fn owned_forced_open() -> (CircuitBreaker, ManualClock, u64) {
     let (b, clock) = make_quiet(
         cfg()
@@ -1581,7 +1581,7 @@ fn owned_forced_open() -> (CircuitBreaker, ManualClock, u64) {
     let _ = fail(&b);
     let key = b.inner.core().tally_key.expect("one failure of 3: a key");
     b.inner.tally.open_owned(key);
-    let read = b.inner.tally.owned_key();
+    let read = b.inner.tally.owned_gate();
     (b, clock, read)
 }
 
