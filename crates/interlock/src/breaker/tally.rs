@@ -325,8 +325,10 @@ impl Tally {
         // A word never has the OPEN bit: this is "the same epoch".
         let next = if (gate ^ word) >> 32 == OPEN >> 32 {
             // Room while the count is below the limit (wrapping: the two
-            // are never 2^31 apart). A stale gate only understates the
-            // room after a fold: the lane then takes the lock early.
+            // are never 2^31 apart). A gate read before a fold rewrote it
+            // understates the room (the lane takes the lock early), one
+            // read before the flush point fell overstates it (the lane
+            // holds a few more before it folds): neither loses a success.
             #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
             #[allow(clippy::cast_possible_wrap, reason = "a signed distance")]
             let room = (gate as u32).wrapping_sub(word as u32) as i32;
