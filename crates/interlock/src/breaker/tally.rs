@@ -155,10 +155,10 @@ struct Owned {
 }
 
 impl Owned {
-    /// The gate for an open key of `epoch` and flush point `flush`: room
-    /// for `flush - 1` successes past what the folds took of `epoch`.
-    fn gate_for(&self, epoch: u64, flush: u64) -> u64 {
-        let folded = self.folded.load(Ordering::Relaxed);
+    /// The gate for an open key of `epoch` and flush point `flush`, the
+    /// lane's `folded` word being `folded`: room for `flush - 1` successes
+    /// past what the folds took of `epoch`.
+    fn gate_for(folded: u64, epoch: u64, flush: u64) -> u64 {
         let base = if folded >> 32 == epoch {
             folded & OWNED_COUNT_MASK
         } else {
@@ -274,7 +274,11 @@ impl Tally {
         }
         let (epoch, flush) = (epoch_of(key), self.flush_at.load(Ordering::Relaxed));
         for lane in &self.owned[..] {
-            lane.set_gate(lane.gate_for(epoch, flush));
+            lane.set_gate(Owned::gate_for(
+                lane.folded.load(Ordering::Relaxed),
+                epoch,
+                flush,
+            ));
         }
     }
 
@@ -378,6 +382,7 @@ impl Tally {
         }
         let key = self.key.load(Ordering::Relaxed);
         let current = (key & VALID != 0).then(|| epoch_of(key));
+        let flush = self.flush_at.load(Ordering::Relaxed);
         let mut folded = Folded::default();
         for lane in &self.owned[..] {
             let word = lane.word.load(Ordering::Acquire);
@@ -387,7 +392,7 @@ impl Tally {
             }
             lane.folded.store(word, Ordering::Relaxed);
             if let Some(epoch) = current {
-                lane.set_gate(lane.gate_for(epoch, self.flush_at.load(Ordering::Relaxed)));
+                lane.set_gate(Owned::gate_for(word, epoch, flush));
             }
             let n = unfolded(word, before);
             let epoch = word >> 32;
@@ -488,18 +493,18 @@ mod tests {
     impl Tally {
         /// A success on lane 0 of `kind`.
         fn add(&self, kind: Kind, generation: u64, end: Timestamp) -> bool {
-            let second = if self.timed {
-                end.as_nanos() / NANOS_PER_SEC
-            } else {
-                0
-            };
-            let tag = tag(generation, second);
             match kind {
-                Kind::Shared => self.add_shared(0, tag),
+                Kind::Shared => {
+                    let second = if self.timed {
+                        end.as_nanos() / NANOS_PER_SEC
+                    } else {
+                        0
+                    };
+                    self.add_shared(0, tag(generation, second))
+                }
                 // An owner of a count window (a time window's owners take
                 // the shared lanes): the gate has no second.
                 Kind::Owned => {
-                    let _ = tag;
                     let lane = &self.owned[0];
                     let gate = lane.gate.load(Ordering::Relaxed);
                     self.add_owned(lane, gate, generation) == Some(true)
