@@ -9,17 +9,33 @@ use std::sync::atomic::Ordering;
 #[cfg(not(all(test, interlock_loom)))]
 pub(super) const MAX_LANES: usize = 8;
 
-/// Lanes per breaker: the machine's parallelism rounded up to a power of
-/// two, at most [`MAX_LANES`] (read once per process).
+/// Lanes per breaker: twice the machine's parallelism rounded up to a
+/// power of two, at most [`MAX_LANES`] (read once per process).
+///
+/// Twice, because a slot stays with its thread until the thread exits: a
+/// main thread or a set-up thread that once settled a success holds one
+/// for good, and with only one slot per core a busy worker would then be
+/// left on the shared lanes (a compare-and-swap per success, and a line
+/// the lock holder's fold writes). On two cores, a main thread that warmed
+/// a breaker up and two workers: 54 → 37 ns per call with 10 % failures
+/// (`two_threads count 10`, medians of eight alternating runs).
 #[cfg(not(all(test, interlock_loom)))]
 pub(super) fn lane_count() -> usize {
     static LANES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LANES.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(1, std::num::NonZeroUsize::get)
-            .next_power_of_two()
-            .min(MAX_LANES)
+        lanes_for(std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
     })
+}
+
+/// [`lane_count`] on a machine of `parallelism`.
+#[cfg(not(all(test, interlock_loom)))]
+fn lanes_for(parallelism: usize) -> usize {
+    // Bounded first: `MAX_LANES` is a power of two, and no rounding up
+    // can overflow.
+    parallelism
+        .saturating_mul(2)
+        .min(MAX_LANES)
+        .next_power_of_two()
 }
 
 /// This thread's lane number (modulo a breaker's lane count): threads are
@@ -185,6 +201,13 @@ pub(crate) fn set_shared_lane(i: usize) {
 #[cfg(all(test, not(interlock_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_core_and_as_many_threads_again_get_a_slot_up_to_the_most_lanes() {
+        let lanes: Vec<_> = [1, 2, 3, 4, 5, 64, usize::MAX].map(lanes_for).into();
+        assert_eq!(lanes, [2, 4, 8, 8, 8, 8, 8]);
+        assert!(lane_count().is_power_of_two() && lane_count() <= MAX_LANES);
+    }
 
     #[test]
     fn slots_are_taken_lowest_first_once_each_and_taken_again_when_given_back() {
