@@ -315,7 +315,13 @@ impl Inner {
     /// last fold; returns how many late successes of this generation are
     /// left for the machine's full path (the machine has no key: see
     /// `tally.rs`, never the case through the API).
-    #[inline]
+    ///
+    /// `fold`, `changed` and `rekey` are forced inline into each locked
+    /// change: as calls, each saved and restored up to six registers inside
+    /// the critical section (a count-window failure 1,369 → 1,299 instructions, a
+    /// half-open admission 517 → 446; `cargo bench -p interlock-benches
+    /// --bench instructions`).
+    #[inline(always)]
     fn fold(&self, core: &mut Core) -> u64 {
         let folded = self.tally.fold_owned(core.machine.generation());
         let mut pending = folded.current;
@@ -350,7 +356,7 @@ impl Inner {
 
     /// Under the lock, after the machine changed (or may have): re-keys
     /// the lanes, republishes, and says what changed since `before`.
-    #[inline]
+    #[inline(always)]
     fn changed(&self, core: &mut Core, before: State, local: Option<Transition>) -> Effects {
         let local = self.rekey(core, local);
         let after = core.effective().0;
@@ -373,6 +379,7 @@ impl Inner {
     /// evaluation, as a locked success would be; a trip they cause is
     /// returned with `local` (which is `None` whenever they can count: a
     /// transition moves the generation).
+    #[inline(always)]
     fn rekey(&self, core: &mut Core, mut local: Option<Transition>) -> Option<Transition> {
         self.tally.flush_at(core.machine.successes_to_quiet());
         // Open owned lanes carry `core.tally_key` (a key that changes closes
