@@ -317,10 +317,10 @@ impl Inner {
     /// `tally.rs`, never the case through the API).
     ///
     /// `fold`, `changed` and `rekey` are forced inline into each locked
-    /// change: as calls, each saved and restored up to six registers inside
-    /// the critical section (a count-window failure 1,369 → 1,299 instructions, a
-    /// half-open admission 517 → 446; `cargo bench -p interlock-benches
-    /// --bench instructions`).
+    /// change: as calls, each saved and restored up to six registers
+    /// inside the critical section (a count-window failure 1,369 → 1,299
+    /// instructions, a half-open admission 517 → 446; `cargo bench -p
+    /// interlock-benches --bench instructions`).
     #[inline(always)]
     fn fold(&self, core: &mut Core) -> u64 {
         let folded = self.tally.fold_owned(core.machine.generation());
