@@ -583,9 +583,11 @@ fn a_stopped_server_is_reported_within_the_timeout_and_plainly() {
     );
     assert!(!out.stderr.contains("os error"), "{out:#?}");
     // The client's own handshake waits the timeout once per step (twice
-    // here): the command must not. The margin is for starting the process.
+    // here, 6 s): the command must not. The rest is a margin for starting
+    // the process on a loaded machine, still short of the 6 s a second wait
+    // would take.
     assert!(
-        took < Duration::from_millis(4500),
+        took < Duration::from_millis(5500),
         "a 3 s timeout took {took:?}"
     );
 }
