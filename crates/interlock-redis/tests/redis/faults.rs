@@ -35,7 +35,7 @@ fn a_killed_server_degrades_once_and_a_restart_recovers_adopting_a_shared_open()
             }
             calls
         });
-        assert!(eventually(Duration::from_secs(2), || a
+        assert!(eventually(Duration::from_secs(10), || a
             .breaker
             .shared_view()
             .is_some()));
@@ -63,7 +63,7 @@ fn a_killed_server_degrades_once_and_a_restart_recovers_adopting_a_shared_open()
             eventually(Duration::from_secs(5), || !a.breaker.is_degraded()),
             "never recovered after the restart"
         );
-        assert!(eventually(Duration::from_secs(2), || a.breaker.state() == State::Open));
+        assert!(eventually(Duration::from_secs(10), || a.breaker.state() == State::Open));
         assert_eq!(
             a.breaker.shared_view(),
             Some(peer),
@@ -156,7 +156,8 @@ fn a_paused_server_never_blocks_a_call_beyond_the_response_timeout() {
         slowest < TIMEOUT + Duration::from_secs(1),
         "a call blocked for {slowest:?} with a {TIMEOUT:?} response timeout"
     );
-    assert!(now().saturating_duration_since(started) < Duration::from_secs(2));
+    // All four together, still short of the 3 s pause.
+    assert!(now().saturating_duration_since(started) < Duration::from_millis(2500));
     assert!(a.breaker.is_degraded());
     assert_eq!(
         a.events.count("storage degraded"),
