@@ -312,6 +312,8 @@ window.InterlockCard = (() => {
             (c.wait_duration_backoff_multiplier !== 1 ? ' × ' + c.wait_duration_backoff_multiplier : '') +
             (c.wait_duration_in_open_max_secs ? ' (max ' + fmt.secs(c.wait_duration_in_open_max_secs) + ')' : '')],
           ['probes per round', c.permitted_calls_in_half_open + ' (' + c.max_concurrent_probes + ' at once)'],
+          ['stalled round abandoned after', c.max_wait_in_half_open_secs == null
+            ? 'never' : fmt.secs(c.max_wait_in_half_open_secs)],
           ['trip policy', policy(fmt, c.trip_policy)],
           ['half-open policy', policy(fmt, c.half_open_policy)],
           ['auto transition', c.auto_transition ? 'on' : 'off'],

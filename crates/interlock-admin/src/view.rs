@@ -176,6 +176,9 @@ pub(crate) struct ConfigView {
     pub(crate) wait_duration_in_open_secs: f64,
     pub(crate) wait_duration_backoff_multiplier: f64,
     pub(crate) wait_duration_in_open_max_secs: Option<f64>,
+    /// How long a HALF_OPEN round may stall before it is abandoned (ruling
+    /// D7); `null` when it never is (`Duration::MAX`).
+    pub(crate) max_wait_in_half_open_secs: Option<f64>,
     pub(crate) permitted_calls_in_half_open: u32,
     pub(crate) max_concurrent_probes: u32,
     pub(crate) auto_transition: bool,
@@ -194,6 +197,9 @@ impl ConfigView {
             wait_duration_in_open_secs: secs(c.wait_duration_in_open()),
             wait_duration_backoff_multiplier: c.wait_duration_backoff_multiplier(),
             wait_duration_in_open_max_secs: c.wait_duration_in_open_max().map(secs),
+            max_wait_in_half_open_secs: Some(c.max_wait_in_half_open())
+                .filter(|d| *d != Duration::MAX)
+                .map(secs),
             permitted_calls_in_half_open: c.permitted_calls_in_half_open(),
             max_concurrent_probes: c.max_concurrent_probes(),
             auto_transition: c.auto_transition(),
@@ -275,5 +281,37 @@ impl PolicyView {
             },
             _ => PolicyView::kind("other"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_limit_shows_in_seconds_and_never_as_null() {
+        let default = Config::builder()
+            .wait_duration_in_open(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let view = serde_json::to_value(ConfigView::of(&default)).unwrap();
+        assert_eq!(
+            view["max_wait_in_half_open_secs"], 5.0,
+            "follows the open wait"
+        );
+        let set = default
+            .to_builder()
+            .max_wait_in_half_open(Duration::from_millis(1500))
+            .build()
+            .unwrap();
+        let view = serde_json::to_value(ConfigView::of(&set)).unwrap();
+        assert_eq!(view["max_wait_in_half_open_secs"], 1.5);
+        let never = set
+            .to_builder()
+            .max_wait_in_half_open(Duration::MAX)
+            .build()
+            .unwrap();
+        let view = serde_json::to_value(ConfigView::of(&never)).unwrap();
+        assert!(view["max_wait_in_half_open_secs"].is_null(), "{view}");
     }
 }

@@ -130,6 +130,8 @@ async fn breakers_json_reports_state_rates_config_and_last_failure() {
     assert_eq!(config["sliding_window"]["kind"], "count");
     assert_eq!(config["sliding_window"]["size"], 4);
     assert_eq!(config["wait_duration_in_open_secs"], 60.0);
+    // Ruling D7: unless set, a stalled round is abandoned after the open wait.
+    assert_eq!(config["max_wait_in_half_open_secs"], 60.0);
     assert_eq!(config["permitted_calls_in_half_open"], 10);
     assert_eq!(config["trip_policy"]["kind"], "failure_rate");
     assert_eq!(config["half_open_policy"]["kind"], "probe_round");

@@ -194,6 +194,20 @@ async fn dashboard_shows_a_trip_live_and_the_force_open_button_works() {
     assert_eq!(rendered["images"], 0);
     assert_eq!(rendered["scripts"], 2, "only the page's own two scripts");
 
+    // The config list names every limit an operator tunes, the stalled
+    // round's (ruling D7) included: unset, it follows the 20 s open wait.
+    let limit = browser
+        .js(
+            "const card = [...document.querySelectorAll('.card')]
+                 .find((c) => c.dataset.breaker === arguments[0]);
+             const dt = [...card.querySelectorAll('details.config dt')]
+                 .find((d) => d.textContent === 'stalled round abandoned after');
+             return dt ? dt.nextElementSibling.textContent : null;",
+            vec![json!(PAYMENTS)],
+        )
+        .await;
+    assert_eq!(limit, json!("20 s"));
+
     // Few breakers: cards, not the table. Their timelines are drawn from
     // the history each fetched: state segments and a failure-rate line.
     let view = browser
