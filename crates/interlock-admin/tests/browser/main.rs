@@ -157,6 +157,11 @@ async fn chromium_and_driver() -> (PathBuf, PathBuf) {
 }
 
 /// A fresh, empty directory under the target directory, removed on drop.
+///
+/// Chromium, orphaned when its chromedriver is killed, can still write to
+/// its profile as it shuts down, after the drop removed it; so each new
+/// directory first sweeps those of `tag` left by test processes that are
+/// no longer running (on Linux, where `/proc` says which are).
 struct TempDir(PathBuf);
 
 impl TempDir {
@@ -164,11 +169,36 @@ impl TempDir {
         use std::sync::atomic::{AtomicU32, Ordering};
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("{tag}-{}-{n}", std::process::id()));
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        Self::sweep(root, tag);
+        let dir = root.join(format!("{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
+    }
+
+    /// Removes the `{tag}-{pid}-{n}` directories of exited processes.
+    fn sweep(root: &Path, tag: &str) {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return;
+        };
+        let prefix = format!("{tag}-");
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
     }
 }
 
