@@ -26,6 +26,7 @@ mod interlock_cb;
 mod liveness;
 mod notices;
 mod push;
+mod refused;
 
 use std::time::Duration;
 

@@ -1,0 +1,155 @@
+//! A server that answers but refuses to write: a replica after a failover
+//! (`READONLY`) and a primary out of memory under `noeviction` (`OOM`).
+//! Neither error may reach a protected call; a trip made while writes are
+//! refused is shared once they are accepted again (R15.12), and the fleet
+//! then admits calls again (liveness).
+
+use std::time::Duration;
+
+use interlock::State;
+use interlock::storage::{Coordinator, Storage};
+
+use crate::support::{Server, eventually, now};
+use crate::{Instance, TTL, config, fail, ok, storage};
+
+const WAIT: Duration = Duration::from_millis(1500);
+const POLL: Duration = Duration::from_millis(250);
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+fn fleet(server: &Server) -> Vec<Instance> {
+    (0..3)
+        .map(|_| {
+            let storage = interlock_redis::RedisStorage::from_client(server.client(), TIMEOUT)
+                .poll_interval(POLL)
+                .retry_backoff(POLL)
+                .state_ttl(TTL)
+                .build()
+                .unwrap();
+            Instance::new(
+                Coordinator::blocking(storage),
+                config()
+                    .wait_duration_in_open(WAIT)
+                    .permitted_calls_in_half_open(1),
+            )
+        })
+        .collect()
+}
+
+fn admin(server: &Server, args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let () = cmd.query(&mut server.admin()).unwrap();
+}
+
+/// Trips instance 0 while `refuse` keeps the server from writing, checks
+/// that no call saw a storage error, lets `accept` restore writes, and
+/// waits for the shared OPEN and then for the fleet to admit again.
+fn a_trip_while_writes_are_refused_is_shared_after(
+    refuse: &[&[&str]],
+    accept: &[&[&str]],
+    what: &str,
+) {
+    let server = Server::start();
+    let fleet = fleet(&server);
+    assert!(eventually(Duration::from_secs(10), || fleet
+        .iter()
+        .all(|i| i.breaker.shared_view().is_some())));
+    for command in refuse {
+        admin(&server, command);
+    }
+    // Writes are refused now: a write from outside the fleet says so.
+    let probe: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("interlock-test-probe")
+        .arg("x")
+        .query(&mut server.admin());
+    let refused = probe.expect_err("the server refuses writes");
+    eprintln!("{what}: a write is refused with {refused}");
+
+    // The trip: every call returns the call's own result, never a storage error.
+    let tripper = &fleet[0];
+    for _ in 0..2 {
+        match fail(&tripper.breaker) {
+            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
+            other => panic!("{what}: the failing call returned {other:?}"),
+        }
+    }
+    assert_eq!(tripper.breaker.state(), State::Open, "{what}");
+    for i in &fleet[1..] {
+        assert!(ok(&i.breaker).is_ok(), "{what}: a healthy instance admits");
+    }
+    // Its trip write was refused: it runs on its local state (degraded),
+    // and the server holds no OPEN.
+    assert!(
+        eventually(Duration::from_secs(10), || tripper.breaker.is_degraded()),
+        "{what}: a refused write degrades"
+    );
+    let shared = storage(&server);
+    assert!(
+        shared
+            .read("payments")
+            .unwrap()
+            .is_none_or(|s| s.state != State::Open),
+        "{what}: the trip was written after all"
+    );
+    for command in accept {
+        admin(&server, command);
+    }
+    let back = now();
+    let shared_open = eventually(Duration::from_secs(20), || {
+        shared
+            .read("payments")
+            .unwrap()
+            .is_some_and(|s| s.state == State::Open)
+            && fleet.iter().all(|i| {
+                !i.breaker.is_degraded()
+                    && i.breaker
+                        .shared_view()
+                        .is_some_and(|v| v.state == State::Open)
+            })
+    });
+    assert!(
+        shared_open,
+        "{what}: the trip was never shared once writes were accepted"
+    );
+    eprintln!(
+        "{what}: shared OPEN {:?} after writes were accepted",
+        now().saturating_duration_since(back)
+    );
+    // The dependency is healthy: after the wait every instance admits
+    // again and the fleet closes.
+    let closed = eventually(WAIT + Duration::from_secs(20), || {
+        for i in &fleet {
+            let _ = ok(&i.breaker);
+        }
+        fleet.iter().all(|i| i.breaker.state() == State::Closed)
+    });
+    assert!(closed, "{what}: the fleet never closed again");
+    for i in &fleet {
+        i.breaker.close();
+    }
+}
+
+#[test]
+fn a_replica_after_failover_refuses_writes_and_a_trip_is_shared_once_promoted() {
+    // A replica of a primary that is not there: it keeps its data, serves
+    // reads and answers every write with READONLY until promoted.
+    a_trip_while_writes_are_refused_is_shared_after(
+        &[&["REPLICAOF", "127.0.0.1", "1"]],
+        &[&["REPLICAOF", "NO", "ONE"]],
+        "READONLY",
+    );
+}
+
+#[test]
+fn a_server_out_of_memory_refuses_writes_and_a_trip_is_shared_once_it_has_room() {
+    a_trip_while_writes_are_refused_is_shared_after(
+        &[
+            &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+            &["CONFIG", "SET", "maxmemory", "1"],
+        ],
+        &[&["CONFIG", "SET", "maxmemory", "0"]],
+        "OOM",
+    );
+}
