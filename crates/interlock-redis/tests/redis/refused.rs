@@ -2,7 +2,9 @@
 //! (`READONLY`) and a primary out of memory under `noeviction` (`OOM`).
 //! Neither error may reach a protected call; a trip made while writes are
 //! refused is shared once they are accepted again (R15.12), and the fleet
-//! then admits calls again (liveness).
+//! then admits calls again (liveness). And a server that closes every
+//! client connection (`CLIENT KILL`, as a proxy or an operator does): the
+//! next write reconnects.
 
 use std::time::Duration;
 
@@ -152,4 +154,56 @@ fn a_server_out_of_memory_refuses_writes_and_a_trip_is_shared_once_it_has_room()
         &[&["CONFIG", "SET", "maxmemory", "0"]],
         "OOM",
     );
+}
+
+#[test]
+fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
+    let server = Server::start();
+    let fleet = fleet(&server);
+    assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
+        |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
+    )));
+    // Every connection of the fleet, commands and subscriptions alike (the
+    // admin connection that asks is skipped).
+    for kind in ["normal", "pubsub"] {
+        let killed: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg(kind)
+            .query(&mut server.admin())
+            .unwrap();
+        assert!(killed >= 3, "{kind}: {killed} killed");
+    }
+    let tripper = &fleet[0];
+    for _ in 0..2 {
+        match fail(&tripper.breaker) {
+            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
+            other => panic!("the failing call returned {other:?}"),
+        }
+    }
+    let shared = storage(&server);
+    let shared_open = eventually(Duration::from_secs(20), || {
+        shared
+            .read("payments")
+            .unwrap()
+            .is_some_and(|s| s.state == State::Open)
+            && fleet.iter().all(|i| {
+                !i.breaker.is_degraded()
+                    && i.lane.is_subscribed()
+                    && i.breaker
+                        .shared_view()
+                        .is_some_and(|v| v.state == State::Open)
+            })
+    });
+    assert!(shared_open, "the trip was never shared after the kill");
+    let closed = eventually(WAIT + Duration::from_secs(20), || {
+        for i in &fleet {
+            let _ = ok(&i.breaker);
+        }
+        fleet.iter().all(|i| i.breaker.state() == State::Closed)
+    });
+    assert!(closed, "the fleet never closed again");
+    for i in &fleet {
+        i.breaker.close();
+    }
 }
