@@ -126,6 +126,7 @@ def shown(breaker, admission, listener):
 
 def run(scenario, out):
     clock = Clock()
+    clock.t = scenario["start"] * TICK
     listener = Listener()
     breaker = build(scenario, clock, listener)
     held = []

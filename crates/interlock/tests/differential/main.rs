@@ -2,7 +2,13 @@
 //! generated scenarios of calls, held and cancelled blocks, clock advances
 //! and operator actions run on a local breaker of each library, compared
 //! after every step (admission and `retry_after`, state, window counts, the
-//! breaker's `retry_after`, the last failure).
+//! breaker's `retry_after`, the last failure, and the listener's events).
+//!
+//! Each scenario runs six times on interlock: its whole calls through
+//! `acquire` and the permit, through `call` (errors through a classifier,
+//! as 2.8.2's `unreachable_exceptions`) and through `call_async`, each with
+//! a listener (events compared) and without one (where a plain success
+//! takes the lock-free paths).
 //!
 //! The scenarios stay inside what 2.8.2 can express: the failure-rate trip
 //! and the probe round, no listener, no storage. Our ruling D7 (a stalled
@@ -105,11 +111,51 @@ enum Step {
 #[derive(Clone, Debug)]
 struct Scenario {
     settings: Settings,
+    /// The clock's reading, in ticks, when the breaker is built: time
+    /// buckets follow the clock's seconds, not the breaker's age.
+    start: u32,
     steps: Vec<Step>,
 }
 
 fn error_text(n: u8) -> String {
     format!("dependency error #{n}")
+}
+
+/// A whole call's error: `Down` and `Unreachable` in `driver.py`.
+#[derive(Debug)]
+enum CallFailure {
+    Down(String),
+    Unreachable(String),
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallFailure::Down(text) | CallFailure::Unreachable(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::error::Error for CallFailure {}
+
+/// A call's result for `verdict`.
+fn outcome(verdict: char, error: u8) -> Result<(), CallFailure> {
+    match verdict {
+        's' => Ok(()),
+        'f' => Err(CallFailure::Down(error_text(error))),
+        _ => Err(CallFailure::Unreachable(error_text(error))),
+    }
+}
+
+/// How a whole call goes through the breaker.
+#[derive(Clone, Copy, Debug)]
+enum Api {
+    /// `acquire`, then the permit's `record` / `finish_with`.
+    Permit,
+    /// `call`, its error through the classifier.
+    Call,
+    /// `call_async`.
+    Async,
 }
 
 fn settings(rng: &mut Rng) -> Settings {
@@ -176,7 +222,12 @@ fn advance(rng: &mut Rng, s: &Settings, now: u64) -> u32 {
 fn scenario(rng: &mut Rng) -> Scenario {
     let settings = settings(rng);
     let n = 1 + usize::try_from(rng.below(MAX_STEPS as u64)).unwrap();
-    let mut now = 0u64;
+    let start = if rng.chance(50) {
+        0
+    } else {
+        u32::try_from(rng.below(640)).unwrap()
+    };
+    let mut now = u64::from(start);
     let mut steps = Vec::with_capacity(n);
     for _ in 0..n {
         let error = u8::try_from(rng.below(3)).unwrap();
@@ -208,7 +259,11 @@ fn scenario(rng: &mut Rng) -> Scenario {
         }
         steps.push(step);
     }
-    Scenario { settings, steps }
+    Scenario {
+        settings,
+        start,
+        steps,
+    }
 }
 
 /// The scenario as `driver.py` reads it.
@@ -217,7 +272,7 @@ fn to_json(s: &Scenario) -> String {
     let mut out = format!(
         "{{\"config\":{{\"time\":{},\"size\":{},\"minimum\":{},\"failure_rate\":{:?},\
          \"slow_rate\":{:?},\"slow_ticks\":{},\"wait_ticks\":{},\"multiplier\":{:?},\
-         \"wait_max_ticks\":{},\"permitted\":{},\"concurrent\":{}}},\"initial\":\"{}\",\"ops\":[",
+         \"wait_max_ticks\":{},\"permitted\":{},\"concurrent\":{}}},\"initial\":\"{}\",\"start\":{},\"ops\":[",
         c.time,
         c.size,
         c.minimum,
@@ -231,6 +286,7 @@ fn to_json(s: &Scenario) -> String {
         c.permitted,
         c.concurrent,
         c.initial.as_str(),
+        s.start,
     );
     for (i, step) in s.steps.iter().enumerate() {
         if i > 0 {
@@ -313,7 +369,12 @@ fn breaker(s: &Settings, clock: &ManualClock, heard: Option<&Heard>) -> CircuitB
     let builder = CircuitBreaker::builder("diff")
         .config(config)
         .clock(clock.clone())
-        .initial_state(s.initial);
+        .initial_state(s.initial)
+        // 2.8.2's `unreachable_exceptions=(Unreachable,)`.
+        .classifier(|e| match e.downcast_ref::<CallFailure>() {
+            Some(CallFailure::Unreachable(_)) => Verdict::Inconclusive,
+            _ => Verdict::Failure,
+        });
     match heard {
         Some(heard) => {
             let heard = Arc::clone(heard);
@@ -348,6 +409,39 @@ fn settle(permit: Permit, verdict: char, error: u8) {
     }
 }
 
+/// A whole call (`verdict`, running for `took` ticks, failing with error
+/// number `error`) through `api`; what its admission showed.
+fn call(
+    b: &CircuitBreaker,
+    clock: &ManualClock,
+    api: Api,
+    runtime: &tokio::runtime::Runtime,
+    (verdict, took, error): (char, u32, u8),
+) -> String {
+    let run = || {
+        clock.advance(ticks(took));
+        outcome(verdict, error)
+    };
+    let result = match api {
+        Api::Permit => {
+            let (permit, shown) = admit(b);
+            if let Some(permit) = permit {
+                clock.advance(ticks(took));
+                settle(permit, verdict, error);
+            }
+            return shown;
+        }
+        Api::Call => b.call(run),
+        Api::Async => runtime.block_on(b.call_async(|| async move { run() })),
+    };
+    match result {
+        Err(interlock::CallError::Rejected(open)) => {
+            format!("rejected:{}", micros(open.retry_after()))
+        }
+        _ => "admitted".to_owned(),
+    }
+}
+
 fn shown(b: &CircuitBreaker, admission: &str) -> String {
     let s = b.snapshot();
     let last = b
@@ -367,8 +461,9 @@ fn shown(b: &CircuitBreaker, admission: &str) -> String {
 /// what its listener heard during the step. Without a listener a plain
 /// success takes the breaker's lock-free paths, which a listener turns off:
 /// both are run.
-fn run(s: &Scenario, listen: bool) -> Vec<String> {
+fn run(s: &Scenario, listen: bool, api: Api, runtime: &tokio::runtime::Runtime) -> Vec<String> {
     let clock = ManualClock::new();
+    clock.advance(ticks(s.start));
     let heard: Heard = Arc::default();
     let b = breaker(&s.settings, &clock, listen.then_some(&heard));
     let mut held: Vec<Permit> = Vec::new();
@@ -381,12 +476,7 @@ fn run(s: &Scenario, listen: bool) -> Vec<String> {
                 took,
                 error,
             } => {
-                let (permit, shown) = admit(&b);
-                admission = shown;
-                if let Some(permit) = permit {
-                    clock.advance(ticks(took));
-                    settle(permit, verdict, error);
-                }
+                admission = call(&b, &clock, api, runtime, (verdict, took, error));
             }
             Step::Acquire => {
                 let (permit, shown) = admit(&b);
@@ -518,28 +608,35 @@ fn local_breakers_decide_exactly_as_interlock_cb_2_8_2() {
 
     let mut report = String::new();
     let mut differing = 0;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let first = |ours: &[String], theirs: &[String]| {
+        (0..ours.len().max(theirs.len())).find(|&i| ours.get(i) != theirs.get(i))
+    };
     for (s, theirs) in scenarios.iter().zip(&original) {
-        // With a listener, everything including the events; without one,
-        // everything else.
-        let heard = run(s, true);
-        let quiet = run(s, false);
+        // Without a listener everything but the events is compared: a
+        // plain success then takes the breaker's lock-free paths.
         let quiet_theirs: Vec<String> = theirs
             .iter()
             .map(|l| l.split(" | ").next().unwrap_or_default().to_owned())
             .collect();
-        let first = |ours: &[String], theirs: &[String]| {
-            (0..ours.len().max(theirs.len())).find(|&i| ours.get(i) != theirs.get(i))
-        };
-        let (ours, theirs, at) = match (first(&heard, theirs), first(&quiet, &quiet_theirs)) {
-            (Some(at), _) => (heard, theirs.clone(), at),
-            (None, Some(at)) => (quiet, quiet_theirs, at),
-            (None, None) => continue,
+        let found = [Api::Permit, Api::Call, Api::Async]
+            .into_iter()
+            .flat_map(|api| [(api, true), (api, false)])
+            .find_map(|(api, listen)| {
+                let ours = run(s, listen, api, &runtime);
+                let theirs = if listen { theirs } else { &quiet_theirs };
+                first(&ours, theirs).map(|at| (api, listen, ours, theirs.clone(), at))
+            });
+        let Some((api, listen, ours, theirs, at)) = found else {
+            continue;
         };
         differing += 1;
         if differing == 1 {
             writeln!(
                 report,
-                "\n{:?}\nsteps:\n{}\nfirst difference at step {at} ({:?}):\n  2.8.2:     {}\n  interlock: {}\n",
+                "\n{:?}\nthrough {api:?}, listener: {listen}\nsteps:\n{}\nfirst difference at step {at} ({:?}):\n  2.8.2:     {}\n  interlock: {}\n",
                 s.settings,
                 s.steps
                     .iter()
