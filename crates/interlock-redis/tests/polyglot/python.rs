@@ -10,11 +10,16 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use interlock::{Clock, MonotonicClock};
 use serde_json::Value;
+
+/// The virtual environment, found the same way by every test that runs the
+/// original (the differential test of the core crate too).
+#[path = "venv.rs"]
+mod venv;
 
 /// How long the Python process may take to start or to answer a command.
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
@@ -36,50 +41,7 @@ pub fn instance_script() -> PathBuf {
     workspace().join("crates/interlock-redis/tests/polyglot/instance.py")
 }
 
-/// The interpreter of the virtual environment with interlock-cb 2.8.2,
-/// made on first use; `None` (after saying so on stdout) when there is no
-/// `python3` at all, the one case in which the tests skip. Any other
-/// failure to make it (PyPI unreachable, say) panics: the tests must not
-/// pass without the original.
-#[allow(
-    clippy::print_stdout,
-    reason = "the skip is said where test output goes"
-)]
-pub fn interpreter() -> Option<PathBuf> {
-    static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interlock-cb-2.8.2");
-            let script = workspace().join("scripts/interlock-cb-venv");
-            let out = Command::new(&script)
-                .arg(&dir)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            match out.status.code() {
-                Some(0) => {
-                    let stdout = String::from_utf8_lossy(&out.stdout);
-                    let path = stdout.lines().last().unwrap_or_default().trim().to_owned();
-                    Some(PathBuf::from(path))
-                }
-                Some(3) => {
-                    println!(
-                        "note: python3 is not installed, so the tests against the Python \
-                         original interlock-cb are SKIPPED ({})",
-                        stderr.trim()
-                    );
-                    None
-                }
-                _ => panic!(
-                    "could not make the interlock-cb virtual environment in {} ({}):\n{stderr}",
-                    dir.display(),
-                    out.status
-                ),
-            }
-        })
-        .clone()
-}
+pub(crate) use venv::interpreter;
 
 /// The options of one Python instance (`instance.py --help`).
 #[derive(Clone, Debug)]

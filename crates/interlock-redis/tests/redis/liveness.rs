@@ -28,7 +28,7 @@ use interlock::storage::{Coordinator, SharedState, Storage};
 use interlock_redis::RedisStorage;
 
 use crate::support::{Server, eventually, now, pause};
-use crate::{Instance, TTL, config, fail, ok, storage};
+use crate::{Instance, TTL, config, fail, ok, storage, the_fleet_shares_an_open};
 
 /// The stall bound: `max_wait_in_half_open`, which follows
 /// `wait_duration_in_open` unless set.
@@ -286,16 +286,7 @@ fn trips_while_the_server_is_down_become_one_shared_open_after_it_is_back() {
     let back = now();
     let admin = storage(&server);
     let shared_open = eventually(Duration::from_secs(20), || {
-        admin
-            .read("payments")
-            .unwrap()
-            .is_some_and(|s| s.state == State::Open)
-            && fleet.iter().all(|i| {
-                !i.breaker.is_degraded()
-                    && i.breaker
-                        .shared_view()
-                        .is_some_and(|v| v.state == State::Open)
-            })
+        the_fleet_shares_an_open(&admin, &fleet)
     });
     assert!(shared_open, "the fleet's trips were never shared");
     let took = now().saturating_duration_since(back);

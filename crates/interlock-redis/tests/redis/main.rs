@@ -122,6 +122,25 @@ impl Instance {
     }
 }
 
+/// Whether the server holds an OPEN record of `payments` and every
+/// instance of `fleet` sees it, healthy (not degraded).
+pub fn the_fleet_shares_an_open(
+    shared: &RedisStorage<redis::Connection>,
+    fleet: &[Instance],
+) -> bool {
+    use interlock::storage::Storage as _;
+    shared
+        .read("payments")
+        .unwrap()
+        .is_some_and(|s| s.state == interlock::State::Open)
+        && fleet.iter().all(|i| {
+            !i.breaker.is_degraded()
+                && i.breaker
+                    .shared_view()
+                    .is_some_and(|v| v.state == interlock::State::Open)
+        })
+}
+
 pub fn ok(b: &CircuitBreaker<Blocking>) -> Result<(), CallError<std::io::Error>> {
     b.call(|| Ok(()))
 }

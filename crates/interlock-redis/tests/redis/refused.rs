@@ -12,7 +12,7 @@ use interlock::State;
 use interlock::storage::{Coordinator, Storage};
 
 use crate::support::{Server, eventually, now};
-use crate::{Instance, TTL, config, fail, ok, storage};
+use crate::{Instance, TTL, config, fail, ok, storage, the_fleet_shares_an_open};
 
 const WAIT: Duration = Duration::from_millis(1500);
 const POLL: Duration = Duration::from_millis(250);
@@ -35,6 +35,33 @@ fn fleet(server: &Server) -> Vec<Instance> {
             )
         })
         .collect()
+}
+
+/// Fails `tripper`'s calls until it trips; each returns the call's own
+/// error, never a storage error.
+fn trip_with_the_calls_own_errors(tripper: &Instance, what: &str) {
+    for _ in 0..2 {
+        match fail(&tripper.breaker) {
+            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
+            other => panic!("{what}: the failing call returned {other:?}"),
+        }
+    }
+    assert_eq!(tripper.breaker.state(), State::Open, "{what}");
+}
+
+/// Calls every instance, the dependency healthy, until the fleet is
+/// CLOSED again (the open wait, then a probe round); closes the lanes.
+fn the_fleet_closes_again(fleet: &[Instance], what: &str) {
+    let closed = eventually(WAIT + Duration::from_secs(20), || {
+        for i in fleet {
+            let _ = ok(&i.breaker);
+        }
+        fleet.iter().all(|i| i.breaker.state() == State::Closed)
+    });
+    assert!(closed, "{what}: the fleet never closed again");
+    for i in fleet {
+        i.breaker.close();
+    }
 }
 
 fn admin(server: &Server, args: &[&str]) {
@@ -71,13 +98,7 @@ fn a_trip_while_writes_are_refused_is_shared_after(
 
     // The trip: every call returns the call's own result, never a storage error.
     let tripper = &fleet[0];
-    for _ in 0..2 {
-        match fail(&tripper.breaker) {
-            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
-            other => panic!("{what}: the failing call returned {other:?}"),
-        }
-    }
-    assert_eq!(tripper.breaker.state(), State::Open, "{what}");
+    trip_with_the_calls_own_errors(tripper, what);
     for i in &fleet[1..] {
         assert!(ok(&i.breaker).is_ok(), "{what}: a healthy instance admits");
     }
@@ -100,16 +121,7 @@ fn a_trip_while_writes_are_refused_is_shared_after(
     }
     let back = now();
     let shared_open = eventually(Duration::from_secs(20), || {
-        shared
-            .read("payments")
-            .unwrap()
-            .is_some_and(|s| s.state == State::Open)
-            && fleet.iter().all(|i| {
-                !i.breaker.is_degraded()
-                    && i.breaker
-                        .shared_view()
-                        .is_some_and(|v| v.state == State::Open)
-            })
+        the_fleet_shares_an_open(&shared, &fleet)
     });
     assert!(
         shared_open,
@@ -119,18 +131,7 @@ fn a_trip_while_writes_are_refused_is_shared_after(
         "{what}: shared OPEN {:?} after writes were accepted",
         now().saturating_duration_since(back)
     );
-    // The dependency is healthy: after the wait every instance admits
-    // again and the fleet closes.
-    let closed = eventually(WAIT + Duration::from_secs(20), || {
-        for i in &fleet {
-            let _ = ok(&i.breaker);
-        }
-        fleet.iter().all(|i| i.breaker.state() == State::Closed)
-    });
-    assert!(closed, "{what}: the fleet never closed again");
-    for i in &fleet {
-        i.breaker.close();
-    }
+    the_fleet_closes_again(&fleet, what);
 }
 
 #[test]
@@ -174,36 +175,11 @@ fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
             .unwrap();
         assert!(killed >= 3, "{kind}: {killed} killed");
     }
-    let tripper = &fleet[0];
-    for _ in 0..2 {
-        match fail(&tripper.breaker) {
-            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
-            other => panic!("the failing call returned {other:?}"),
-        }
-    }
+    trip_with_the_calls_own_errors(&fleet[0], "killed");
     let shared = storage(&server);
     let shared_open = eventually(Duration::from_secs(20), || {
-        shared
-            .read("payments")
-            .unwrap()
-            .is_some_and(|s| s.state == State::Open)
-            && fleet.iter().all(|i| {
-                !i.breaker.is_degraded()
-                    && i.lane.is_subscribed()
-                    && i.breaker
-                        .shared_view()
-                        .is_some_and(|v| v.state == State::Open)
-            })
+        the_fleet_shares_an_open(&shared, &fleet) && fleet.iter().all(|i| i.lane.is_subscribed())
     });
     assert!(shared_open, "the trip was never shared after the kill");
-    let closed = eventually(WAIT + Duration::from_secs(20), || {
-        for i in &fleet {
-            let _ = ok(&i.breaker);
-        }
-        fleet.iter().all(|i| i.breaker.state() == State::Closed)
-    });
-    assert!(closed, "the fleet never closed again");
-    for i in &fleet {
-        i.breaker.close();
-    }
+    the_fleet_closes_again(&fleet, "killed");
 }

@@ -25,9 +25,13 @@
 //! `python3` skips this test, and says so.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+/// The virtual environment, found and made as the mixed-fleet tests do.
+#[path = "../../../interlock-redis/tests/polyglot/venv.rs"]
+mod venv;
+
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -515,37 +519,6 @@ fn run(s: &Scenario, listen: bool, api: Api, runtime: &tokio::runtime::Runtime) 
     lines
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The interpreter of the virtual environment with interlock-cb 2.8.2,
-/// made if need be; `None` only without `python3`.
-fn interpreter() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interlock-cb-2.8.2");
-    let script = workspace().join("scripts/interlock-cb-venv");
-    let out = Command::new(&script)
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    match out.status.code() {
-        Some(0) => {
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            Some(PathBuf::from(
-                stdout.lines().last().unwrap_or_default().trim(),
-            ))
-        }
-        Some(3) => None,
-        _ => panic!(
-            "could not make the interlock-cb virtual environment in {} ({}):\n{}",
-            dir.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
-}
-
 /// Runs every scenario on 2.8.2: the lines each one showed.
 fn run_original(python: &Path, scenarios: &[Scenario]) -> Vec<Vec<String>> {
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/driver.py");
@@ -589,17 +562,9 @@ fn env_number(name: &str) -> Option<u64> {
 }
 
 #[test]
-#[allow(
-    clippy::print_stdout,
-    reason = "the skip is said where test output goes"
-)]
 fn local_breakers_decide_exactly_as_interlock_cb_2_8_2() {
-    let Some(python) = interpreter() else {
-        println!(
-            "note: python3 is not installed, so the differential test against interlock-cb \
-             2.8.2 is SKIPPED"
-        );
-        return;
+    let Some(python) = venv::interpreter() else {
+        return; // no python3: said on stdout
     };
     let cases = env_number("DIFF_CASES").map_or(DEFAULT_CASES, |n| usize::try_from(n).unwrap());
     let mut rng = Rng(env_number("DIFF_SEED").unwrap_or(DEFAULT_SEED) | 1);
