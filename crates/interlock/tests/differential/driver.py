@@ -113,6 +113,7 @@ def shown(breaker, admission, listener):
         [
             admission,
             breaker.state.value,
+            str(breaker._engine._machine.generation),
             str(s.total_calls),
             str(s.failed_calls),
             str(s.slow_calls),

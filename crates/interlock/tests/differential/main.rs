@@ -1,7 +1,7 @@
 //! Differential test against the released original, interlock-cb 2.8.2:
 //! generated scenarios of calls, held and cancelled blocks, clock advances
 //! and operator actions run on a local breaker of each library, compared
-//! after every step (admission and `retry_after`, state, window counts, the
+//! after every step (admission and `retry_after`, state, generation, window counts, the
 //! breaker's `retry_after`, the last failure, and the listener's events).
 //!
 //! Each scenario runs six times on interlock: its whole calls through
@@ -452,8 +452,9 @@ fn shown(b: &CircuitBreaker, admission: &str) -> String {
         .last_failure()
         .map_or_else(|| "-".to_owned(), |f| format!("\"{}\"", f.message()));
     format!(
-        "{admission} {} {} {} {} {} {last}",
+        "{admission} {} {} {} {} {} {} {last}",
         b.state().as_str(),
+        b.generation(),
         s.total_calls,
         s.failed_calls,
         s.slow_calls,
