@@ -1,8 +1,9 @@
 //! Differential test against the released original, interlock-cb 2.8.2:
 //! generated scenarios of calls, held and cancelled blocks, clock advances
 //! and operator actions run on a local breaker of each library, compared
-//! after every step (admission and `retry_after`, state, generation, window counts, the
-//! breaker's `retry_after`, the last failure, and the listener's events).
+//! after every step (admission and `retry_after`, state, generation,
+//! window counts, the breaker's `retry_after`, the last failure, and the
+//! listener's events).
 //!
 //! Each scenario runs six times on interlock: its whole calls through
 //! `acquire` and the permit, through `call` (errors through a classifier,
