@@ -98,7 +98,9 @@ def admit(breaker):
     try:
         return breaker._engine.enter_block(), "admitted"
     except CircuitOpenError as open_error:
-        return None, "rejected:" + micros(open_error.retry_after)
+        carried = open_error.last_failure
+        carried = "-" if carried is None else str(carried).replace(" ", "_")
+        return None, f"rejected:{micros(open_error.retry_after)}:{carried}"
 
 
 def settle(breaker, entry, verdict, text):

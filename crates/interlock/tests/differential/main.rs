@@ -399,10 +399,19 @@ fn micros(d: Option<Duration>) -> String {
     )
 }
 
+/// A rejection as `driver.py` writes it: its `retry_after` and the last
+/// failure it carries (spaces as `_`).
+fn rejected(open: &interlock::CircuitOpenError) -> String {
+    let carried = open
+        .last_failure()
+        .map_or_else(|| "-".to_owned(), |f| f.message().replace(' ', "_"));
+    format!("rejected:{}:{carried}", micros(open.retry_after()))
+}
+
 fn admit(b: &CircuitBreaker) -> (Option<Permit>, String) {
     match b.acquire() {
         Ok(permit) => (Some(permit), "admitted".to_owned()),
-        Err(open) => (None, format!("rejected:{}", micros(open.retry_after()))),
+        Err(open) => (None, rejected(&open)),
     }
 }
 
@@ -440,9 +449,7 @@ fn call(
         Api::Async => runtime.block_on(b.call_async(|| async move { run() })),
     };
     match result {
-        Err(interlock::CallError::Rejected(open)) => {
-            format!("rejected:{}", micros(open.retry_after()))
-        }
+        Err(interlock::CallError::Rejected(open)) => rejected(&open),
         _ => "admitted".to_owned(),
     }
 }
