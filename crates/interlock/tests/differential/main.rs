@@ -12,7 +12,7 @@
 //! takes the lock-free paths).
 //!
 //! The scenarios stay inside what 2.8.2 can express: the failure-rate trip
-//! and the probe round, no listener, no storage. Our ruling D7 (a stalled
+//! and the probe round (our other policies are not in it), no storage. Our ruling D7 (a stalled
 //! HALF_OPEN round is abandoned) is not in 2.8.2, so the breakers here set
 //! `max_wait_in_half_open` to `Duration::MAX`; the other rulings (D1–D6)
 //! change nothing a valid local config shows, so everything else must match
