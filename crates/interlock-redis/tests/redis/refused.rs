@@ -183,3 +183,108 @@ fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
     assert!(shared_open, "the trip was never shared after the kill");
     the_fleet_closes_again(&fleet, "killed");
 }
+
+/// Polls `cond` every few milliseconds (sleeping on tokio) until it holds or
+/// `limit` passes; whether it held.
+async fn until(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = now().saturating_add(limit);
+    while !cond() {
+        if now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// The async storage on connection managers, as a tokio service runs it:
+/// a replica's `READONLY` never reaches a call either, and the trip made
+/// meanwhile is shared once the server is promoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_storage_shares_a_trip_made_while_a_replica_refused_it() {
+    use interlock::{CircuitBreaker, mode::Async};
+    use interlock_redis::AsyncRedisStorage;
+
+    let server = Server::start();
+    let mut fleet: Vec<(Coordinator<Async>, CircuitBreaker<Async>)> = Vec::new();
+    for _ in 0..2 {
+        let con = server.client().get_connection_manager().await.unwrap();
+        let storage = AsyncRedisStorage::builder(con)
+            .poll_interval(POLL)
+            .retry_backoff(POLL)
+            .state_ttl(TTL)
+            .build()
+            .unwrap();
+        let lane = Coordinator::asynchronous(storage);
+        let breaker = CircuitBreaker::builder("payments")
+            .config(
+                config()
+                    .wait_duration_in_open(WAIT)
+                    .permitted_calls_in_half_open(1)
+                    .build()
+                    .unwrap(),
+            )
+            .coordinator(&lane)
+            .build()
+            .unwrap();
+        fleet.push((lane, breaker));
+    }
+    assert!(
+        until(Duration::from_secs(10), || fleet
+            .iter()
+            .all(|(_, b)| b.shared_view().is_some()))
+        .await
+    );
+    admin(&server, &["REPLICAOF", "127.0.0.1", "1"]);
+    let tripper = &fleet[0].1;
+    while tripper.state() == State::Closed {
+        let failed = tripper
+            .call_async(|| async { Err::<(), _>(std::io::Error::other("503")) })
+            .await;
+        match failed {
+            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
+            other => panic!("the failing call returned {other:?}"),
+        }
+    }
+    assert!(
+        until(Duration::from_secs(10), || tripper.is_degraded()).await,
+        "a refused write degrades"
+    );
+    let healthy = fleet[1]
+        .1
+        .call_async(|| async { Ok::<_, std::io::Error>(()) })
+        .await;
+    assert!(healthy.is_ok(), "the other instance admits");
+    admin(&server, &["REPLICAOF", "NO", "ONE"]);
+    let shared = storage(&server);
+    let shared_open = until(Duration::from_secs(20), || {
+        shared
+            .read("payments")
+            .unwrap()
+            .is_some_and(|s| s.state == State::Open)
+            && fleet.iter().all(|(_, b)| {
+                !b.is_degraded() && b.shared_view().is_some_and(|v| v.state == State::Open)
+            })
+    })
+    .await;
+    assert!(shared_open, "the trip was never shared once promoted");
+    let closed = {
+        let deadline = now().saturating_add(WAIT + Duration::from_secs(20));
+        loop {
+            for (_, b) in &fleet {
+                let _ = b.call_async(|| async { Ok::<_, std::io::Error>(()) }).await;
+            }
+            if fleet.iter().all(|(_, b)| b.state() == State::Closed) {
+                break true;
+            }
+            if now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    assert!(closed, "the async fleet never closed again");
+    for (_, b) in &fleet {
+        b.close_async().await;
+    }
+}
