@@ -123,7 +123,8 @@ impl Instance {
 }
 
 /// Whether the server holds an OPEN record of `payments` and every
-/// instance of `fleet` sees it, healthy (not degraded).
+/// instance of `fleet` sees it, healthy (not degraded). A read that fails
+/// (the server still paused, say) is "not yet".
 pub fn the_fleet_shares_an_open(
     shared: &RedisStorage<redis::Connection>,
     fleet: &[Instance],
@@ -131,7 +132,8 @@ pub fn the_fleet_shares_an_open(
     use interlock::storage::Storage as _;
     shared
         .read("payments")
-        .unwrap()
+        .ok()
+        .flatten()
         .is_some_and(|s| s.state == interlock::State::Open)
         && fleet.iter().all(|i| {
             !i.breaker.is_degraded()

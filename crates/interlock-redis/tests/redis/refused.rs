@@ -2,9 +2,10 @@
 //! (`READONLY`) and a primary out of memory under `noeviction` (`OOM`).
 //! Neither error may reach a protected call; a trip made while writes are
 //! refused is shared once they are accepted again (R15.12), and the fleet
-//! then admits calls again (liveness). And a server that closes every
-//! client connection (`CLIENT KILL`, as a proxy or an operator does): the
-//! next write reconnects.
+//! then admits calls again (liveness). A server that closes every client
+//! connection (`CLIENT KILL`, as a proxy or an operator does): the next
+//! write reconnects. And one that holds every write (`CLIENT PAUSE ...
+//! WRITE`): no call waits with it.
 
 use std::time::Duration;
 
@@ -287,4 +288,57 @@ async fn the_async_storage_shares_a_trip_made_while_a_replica_refused_it() {
     for (_, b) in &fleet {
         b.close_async().await;
     }
+}
+
+/// `CLIENT PAUSE ... WRITE` (an operator's failover step, or a proxy
+/// draining): every write, and every script, waits until the pause ends.
+/// No call waits with them, and the trip made meanwhile lands after it.
+#[test]
+fn writes_held_by_client_pause_never_hold_a_call_and_the_trip_lands_after() {
+    const HELD: Duration = Duration::from_secs(2);
+    let server = Server::start();
+    let fleet = fleet(&server);
+    assert!(eventually(Duration::from_secs(10), || fleet
+        .iter()
+        .all(|i| i.breaker.shared_view().is_some())));
+    admin(
+        &server,
+        &["CLIENT", "PAUSE", &HELD.as_millis().to_string(), "WRITE"],
+    );
+    let paused = now();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..2 {
+        let start = now();
+        match fail(&fleet[0].breaker) {
+            Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503"),
+            other => panic!("the failing call returned {other:?}"),
+        }
+        slowest = slowest.max(now().saturating_duration_since(start));
+    }
+    assert_eq!(fleet[0].breaker.state(), State::Open);
+    for i in &fleet[1..] {
+        let start = now();
+        assert!(ok(&i.breaker).is_ok(), "a healthy instance admits");
+        slowest = slowest.max(now().saturating_duration_since(start));
+    }
+    // A call that waited for a write would wait out the response timeout
+    // at least (the pause is longer).
+    assert!(
+        slowest < TIMEOUT / 2,
+        "a call took {slowest:?} during the pause"
+    );
+    assert!(
+        now().saturating_duration_since(paused) < HELD,
+        "the trip and the calls were done within the pause"
+    );
+    let shared = storage(&server);
+    let shared_open = eventually(Duration::from_secs(20), || {
+        the_fleet_shares_an_open(&shared, &fleet)
+    });
+    assert!(shared_open, "the trip never landed after the pause");
+    eprintln!(
+        "CLIENT PAUSE: slowest call {slowest:?}; shared OPEN {:?} after the pause began",
+        now().saturating_duration_since(paused)
+    );
+    the_fleet_closes_again(&fleet, "paused");
 }
