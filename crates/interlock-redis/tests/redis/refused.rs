@@ -4,8 +4,9 @@
 //! refused is shared once they are accepted again (R15.12), and the fleet
 //! then admits calls again (liveness). A server that closes every client
 //! connection (`CLIENT KILL`, as a proxy or an operator does): the next
-//! write reconnects. And one that holds every write (`CLIENT PAUSE ...
-//! WRITE`): no call waits with it.
+//! write reconnects, and one that then refuses new connections
+//! (`maxclients` reached) degrades until there is room. And one that holds
+//! every write (`CLIENT PAUSE ... WRITE`): no call waits with it.
 
 use std::time::Duration;
 
@@ -183,6 +184,56 @@ fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
     });
     assert!(shared_open, "the trip was never shared after the kill");
     the_fleet_closes_again(&fleet, "killed");
+}
+
+/// The connections killed and no new one accepted (`maxclients` reached,
+/// as when a fleet outgrows the server): every reconnection is refused
+/// until room is made, and then the trip made meanwhile is shared.
+#[test]
+fn reconnections_refused_at_maxclients_degrade_and_recover_once_there_is_room() {
+    let server = Server::start();
+    let fleet = fleet(&server);
+    assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
+        |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
+    )));
+    // One connection, kept: the only client the server will have.
+    let mut admin = server.admin();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg("1")
+        .query(&mut admin)
+        .unwrap();
+    for kind in ["normal", "pubsub"] {
+        let killed: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg(kind)
+            .query(&mut admin)
+            .unwrap();
+        assert!(killed >= 3, "{kind}: {killed} killed");
+    }
+    trip_with_the_calls_own_errors(&fleet[0], "maxclients");
+    assert!(
+        eventually(Duration::from_secs(10), || fleet[0].breaker.is_degraded()),
+        "a refused reconnection degrades"
+    );
+    for i in &fleet[1..] {
+        assert!(ok(&i.breaker).is_ok(), "a healthy instance admits");
+    }
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg("10000")
+        .query(&mut admin)
+        .unwrap();
+    drop(admin);
+    let shared = storage(&server);
+    let shared_open = eventually(Duration::from_secs(20), || {
+        the_fleet_shares_an_open(&shared, &fleet) && fleet.iter().all(|i| i.lane.is_subscribed())
+    });
+    assert!(shared_open, "the trip was never shared once there was room");
+    the_fleet_closes_again(&fleet, "maxclients");
 }
 
 /// Polls `cond` every few milliseconds (sleeping on tokio) until it holds or
