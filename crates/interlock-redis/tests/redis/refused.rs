@@ -159,24 +159,33 @@ fn a_server_out_of_memory_refuses_writes_and_a_trip_is_shared_once_it_has_room()
     );
 }
 
-#[test]
-fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
-    let server = Server::start();
-    let fleet = fleet(&server);
+/// Waits until every instance is subscribed and has read the record.
+fn await_the_fleet(fleet: &[Instance]) {
     assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
         |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
     )));
-    // Every connection of the fleet, commands and subscriptions alike (the
-    // admin connection that asks is skipped).
+}
+
+/// Kills every connection of the fleet, commands and subscriptions alike
+/// (`con`, which asks, is skipped).
+fn kill_the_fleets_connections(con: &mut redis::Connection) {
     for kind in ["normal", "pubsub"] {
         let killed: u64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
             .arg(kind)
-            .query(&mut server.admin())
+            .query(con)
             .unwrap();
         assert!(killed >= 3, "{kind}: {killed} killed");
     }
+}
+
+#[test]
+fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
+    let server = Server::start();
+    let fleet = fleet(&server);
+    await_the_fleet(&fleet);
+    kill_the_fleets_connections(&mut server.admin());
     trip_with_the_calls_own_errors(&fleet[0], "killed");
     let shared = storage(&server);
     let shared_open = eventually(Duration::from_secs(20), || {
@@ -193,9 +202,7 @@ fn killed_client_connections_reconnect_and_the_next_trip_is_shared() {
 fn reconnections_refused_at_maxclients_degrade_and_recover_once_there_is_room() {
     let server = Server::start();
     let fleet = fleet(&server);
-    assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
-        |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
-    )));
+    await_the_fleet(&fleet);
     // One connection, kept: the only client the server will have.
     let mut admin = server.admin();
     let () = redis::cmd("CONFIG")
@@ -204,15 +211,7 @@ fn reconnections_refused_at_maxclients_degrade_and_recover_once_there_is_room() 
         .arg("1")
         .query(&mut admin)
         .unwrap();
-    for kind in ["normal", "pubsub"] {
-        let killed: u64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg(kind)
-            .query(&mut admin)
-            .unwrap();
-        assert!(killed >= 3, "{kind}: {killed} killed");
-    }
+    kill_the_fleets_connections(&mut admin);
     trip_with_the_calls_own_errors(&fleet[0], "maxclients");
     assert!(
         eventually(Duration::from_secs(10), || fleet[0].breaker.is_degraded()),
