@@ -1,8 +1,10 @@
 //! [`LoggingEventListener`](struct@LoggingEventListener): every event as a structured `tracing` record.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::event::{Event, EventListener};
 
@@ -57,7 +59,10 @@ use crate::event::{Event, EventListener};
 /// The counts are kept per breaker name, for the breakers currently
 /// between two changes with a rejection; an entry goes at the breaker's
 /// next state change. A listener value shared by many breakers (a
-/// registry's) counts each name apart.
+/// registry's) counts each name apart. Each count is exact however many
+/// threads reject at once, and a thread counts the rejections of a period
+/// it has counted in before with one atomic add, without a lock, so an
+/// outage's rejections on many threads do not queue on the listener.
 ///
 /// ```
 /// use interlock::{CircuitBreaker, LoggingEventListener};
@@ -74,8 +79,89 @@ use crate::event::{Event, EventListener};
 /// listener wherever it is written, so `.listener(LoggingEventListener)`
 /// keeps working.
 pub struct LoggingEventListener {
-    /// Rejections since the last state change, per breaker name.
-    periods: Mutex<BTreeMap<String, u64>>,
+    /// This listener's number in the threads' caches of periods
+    /// ([`RECENT`]): 0 until its first rejection, unique after.
+    id: AtomicU64,
+    /// The periods with a rejection, per breaker name: the source of
+    /// truth, changed only under this lock (a rejection found in its
+    /// thread's cache does not take it).
+    periods: Mutex<BTreeMap<Box<str>, Arc<Period>>>,
+}
+
+/// One breaker's period with at least one rejection.
+struct Period {
+    /// The rejections counted so far, or [`ENDED`] ored in once the state
+    /// change that ends the period took the total.
+    count: Count,
+    breaker: Box<str>,
+}
+
+/// A period's count, alone on its cache line: every rejecting thread adds
+/// to it, and the name beside it is read by each of them first.
+#[repr(align(64))]
+struct Count(AtomicU64);
+
+/// A [`Period`]'s count is final: a rejection that finds it starts the
+/// next period instead.
+const ENDED: u64 = 1 << 63;
+
+/// Listener numbers (`LoggingEventListener::id`); 0 is "none yet".
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How many periods a thread remembers.
+const RECENT_PERIODS: usize = 4;
+
+/// The periods a thread counted rejections in lately, each with its
+/// listener's number, and the slot the next one replaces.
+///
+/// During an outage a thread finds its breaker's period here and counts
+/// the rejection with one atomic add, without the listener's lock, which
+/// every thread rejecting at once would otherwise queue on
+/// (`benches/src/bin/logged_rejections.rs`). An entry whose period ended
+/// is only a miss; a dropped listener's entries are never hit again
+/// (numbers are not reused) and go as newer ones replace them.
+struct Recent {
+    slots: [Option<(u64, Arc<Period>)>; RECENT_PERIODS],
+    next: usize,
+}
+
+impl Recent {
+    /// Counts one rejection on listener `id`'s cached period of
+    /// `breaker`: the count so far, or `None` if none is cached or it
+    /// ended.
+    fn count(&self, id: u64, breaker: &str) -> Option<u64> {
+        let (_, period) = self
+            .slots
+            .iter()
+            .flatten()
+            .find(|(listener, period)| *listener == id && &*period.breaker == breaker)?;
+        let before = period.count.0.fetch_add(1, Ordering::Relaxed);
+        (before & ENDED == 0).then_some(before + 1)
+    }
+
+    /// Caches `period` of listener `id`, in place of its ended
+    /// predecessor if there is one, else of the oldest entry.
+    fn keep(&mut self, id: u64, period: Arc<Period>) {
+        let same = |slot: &Option<(u64, Arc<Period>)>| {
+            slot.as_ref()
+                .is_some_and(|(listener, p)| *listener == id && p.breaker == period.breaker)
+        };
+        let slot = match self.slots.iter().position(same) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.next;
+                self.next = (slot + 1) % RECENT_PERIODS;
+                slot
+            }
+        };
+        self.slots[slot] = Some((id, period));
+    }
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> = const {
+        RefCell::new(Recent { slots: [const { None }; RECENT_PERIODS], next: 0 })
+    };
 }
 
 /// A fresh [`LoggingEventListener`](struct@LoggingEventListener) (the type's constant: each use is a new
@@ -95,26 +181,66 @@ impl LoggingEventListener {
     #[must_use]
     pub const fn new() -> Self {
         LoggingEventListener {
+            id: AtomicU64::new(0),
             periods: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// Counts a rejection of `breaker`; the count in its period so far.
     fn rejected(&self, breaker: &str) -> u64 {
-        let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = periods.get_mut(breaker) {
-            *count += 1;
-            *count
-        } else {
-            periods.insert(breaker.to_owned(), 1);
-            1
+        let id = self.id.load(Ordering::Relaxed);
+        if id != 0 {
+            let cached = RECENT.try_with(|recent| recent.try_borrow().ok()?.count(id, breaker));
+            if let Ok(Some(count)) = cached {
+                return count;
+            }
         }
+        self.rejected_locked(breaker)
     }
 
-    /// Ends `breaker`'s period: the rejections it counted.
+    /// [`rejected`](Self::rejected) through the lock, for a period this
+    /// thread has not cached (or that ended): found or started, then cached.
+    #[cold]
+    fn rejected_locked(&self, breaker: &str) -> u64 {
+        let (id, period, count) = {
+            let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut id = self.id.load(Ordering::Relaxed);
+            if id == 0 {
+                id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                self.id.store(id, Ordering::Relaxed);
+            }
+            let period = match periods.get(breaker) {
+                Some(period) => Arc::clone(period),
+                None => {
+                    let period = Arc::new(Period {
+                        count: Count(AtomicU64::new(0)),
+                        breaker: breaker.into(),
+                    });
+                    periods.insert(breaker.into(), Arc::clone(&period));
+                    period
+                }
+            };
+            // Periods in the map have not ended: `period_ended` takes
+            // them out under this lock before it ends them.
+            let count = period.count.0.fetch_add(1, Ordering::Relaxed) + 1;
+            (id, period, count)
+        };
+        let _ = RECENT.try_with(|recent| {
+            if let Ok(mut recent) = recent.try_borrow_mut() {
+                recent.keep(id, period);
+            }
+        });
+        count
+    }
+
+    /// Ends `breaker`'s period: the rejections it counted. A rejection
+    /// counted on a thread's cached period after this is the next
+    /// period's (its add sees [`ENDED`] and takes the lock).
     fn period_ended(&self, breaker: &str) -> u64 {
         let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
-        periods.remove(breaker).unwrap_or(0)
+        periods
+            .remove(breaker)
+            .map_or(0, |period| period.count.0.swap(ENDED, Ordering::Relaxed))
     }
 }
 

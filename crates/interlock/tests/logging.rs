@@ -337,4 +337,153 @@ mod tracing_capture {
             ]
         );
     }
+
+    /// The `rejected_in_period` of each rejection record and the
+    /// `rejected` of each state change in `records`.
+    fn counts(records: &[Record]) -> (Vec<u64>, Vec<u64>) {
+        let field = |r: &Record, k: &str| r.3.get(k).map(|v| v.parse::<u64>().expect("a count"));
+        let in_period = records
+            .iter()
+            .filter(|r| r.2 == "call rejected")
+            .filter_map(|r| field(r, "rejected_in_period"))
+            .collect();
+        let ended = records
+            .iter()
+            .filter(|r| r.2 == "state changed")
+            .map(|r| field(r, "rejected").unwrap_or(0))
+            .collect();
+        (in_period, ended)
+    }
+
+    /// A thread that rejects counts on its own cached period, without the
+    /// listener's lock: four threads rejecting at once while another keeps
+    /// ending the period (reset, then force_open again) must still count
+    /// every rejection exactly once, and in one period only. So the running
+    /// counts of all rejections are exactly 1..=n of each period, n being
+    /// the total its closing state change reports (one WARN per period).
+    #[test]
+    fn rejections_on_four_threads_count_once_across_racing_state_changes() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+        const CYCLES: usize = 300;
+        let b = breaker(&ManualClock::new(), LoggingEventListener::new());
+        b.force_open();
+        let (started, progress) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let stop = AtomicBool::new(false);
+        let (workers, main_records) = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut rejected = 0;
+                        let records = capture(|| {
+                            started.fetch_add(1, SeqCst);
+                            while !stop.load(SeqCst) {
+                                if b.acquire().is_err() {
+                                    rejected += 1;
+                                    progress.fetch_add(1, SeqCst);
+                                }
+                            }
+                        });
+                        (rejected, records)
+                    })
+                })
+                .collect();
+            let main_records = capture(|| {
+                while started.load(SeqCst) < 4 {
+                    std::thread::yield_now();
+                }
+                for _ in 0..CYCLES {
+                    b.reset();
+                    // Each period sees rejections, however loaded the machine.
+                    let before = progress.load(SeqCst);
+                    b.force_open();
+                    while progress.load(SeqCst) < before + 8 {
+                        std::thread::yield_now();
+                    }
+                }
+                stop.store(true, SeqCst);
+            });
+            let workers: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+            (workers, main_records)
+        });
+        // Ends the last period, after every rejection was counted.
+        let last = capture(|| b.reset());
+        let mut running: Vec<u64> = Vec::new();
+        let mut warns = 0;
+        for (_, records) in &workers {
+            running.extend(counts(records).0);
+            warns += records
+                .iter()
+                .filter(|r| r.2 == "call rejected" && r.0 == Level::WARN)
+                .count();
+        }
+        let total: usize = workers.iter().map(|(n, _)| n).sum();
+        let ended: Vec<u64> = [main_records, last]
+            .iter()
+            .flat_map(|r| counts(r).1)
+            .collect();
+        let periods = ended.iter().filter(|&&n| n > 0).count();
+        assert!(
+            periods > CYCLES / 2,
+            "rejections spanned {periods} of {CYCLES} periods"
+        );
+        assert_eq!(running.len(), total, "one record per rejection");
+        let mut expected: Vec<u64> = ended.iter().flat_map(|&n| 1..=n).collect();
+        running.sort_unstable();
+        expected.sort_unstable();
+        let first_difference = running.iter().zip(&expected).position(|(r, e)| r != e);
+        assert!(
+            running.len() == expected.len() && first_difference.is_none(),
+            "running counts of {} rejections against the {} the state changes report \
+             (periods {periods}); first difference at {first_difference:?}",
+            running.len(),
+            expected.len(),
+        );
+        assert_eq!(warns, periods, "one WARN per period");
+    }
+
+    /// Two listeners on one thread, one breaker name: each keeps its own
+    /// counts (a thread's cached periods are per listener), and a thread
+    /// that rejects on more breakers than it caches still counts each
+    /// exactly.
+    #[test]
+    fn listeners_and_breakers_beyond_the_threads_cache_count_apart() {
+        install();
+        let (a, b) = (LoggingEventListener::new(), LoggingEventListener::new());
+        let names = ["n0", "n1", "n2", "n3", "n4", "n5"];
+        let records = capture(|| {
+            for round in 0..3 {
+                for name in names {
+                    a.on_event(&Event::call_rejected(name, interlock::State::Open));
+                    if round < 2 {
+                        b.on_event(&Event::call_rejected(name, interlock::State::Open));
+                    }
+                }
+            }
+            for name in names {
+                a.on_event(&Event::state_changed(
+                    name,
+                    interlock::State::Open,
+                    interlock::State::HalfOpen,
+                ));
+                b.on_event(&Event::state_changed(
+                    name,
+                    interlock::State::Open,
+                    interlock::State::HalfOpen,
+                ));
+            }
+        });
+        let (running, ended) = counts(&records);
+        // Per round: a's count, then b's (b stops after two rounds).
+        let mut expected = Vec::new();
+        for round in 1..=3u64 {
+            for _ in names {
+                expected.push(round);
+                if round < 3 {
+                    expected.push(round);
+                }
+            }
+        }
+        assert_eq!(running, expected);
+        assert_eq!(ended, [3, 2].repeat(names.len()));
+    }
 }
