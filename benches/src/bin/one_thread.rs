@@ -47,7 +47,7 @@ fn fastest<B: SyncBreaker>(b: &B, rounds: u32) -> f64 {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: one_thread count|time|recloser [period] [rounds]";
+    let usage = "usage: one_thread count|time|time-listened|recloser [period] [rounds]";
     let Some(window) = args.first() else {
         eprintln!("{usage}");
         return ExitCode::FAILURE;
@@ -60,6 +60,7 @@ fn main() -> ExitCode {
     let ns = match window.as_str() {
         "count" => fastest(&ours::mixed_count(period), rounds),
         "time" => fastest(&ours::mixed_time(period), rounds),
+        "time-listened" => fastest(&ours::mixed_time_listened(period), rounds),
         "recloser" => fastest(&recloser::mixed_count(period), rounds),
         _ => {
             eprintln!("{usage}");
