@@ -3,8 +3,10 @@
 //!
 //! `paired mixed` gives the ratios, but each process runs every workload and both sides,
 //! which is in the way of `perf record` and of callgrind. This runs one of them alone: a
-//! count window of 100 or a 60 s time window (`ours::mixed_count` / `ours::mixed_time`), or
-//! recloser's count ring of 100 (`peers::recloser::mixed_count`), with a failure every
+//! count window of 100 or a 60 s time window (`ours::mixed_count` / `ours::mixed_time`), the
+//! time window with a listener that ignores every event (`time-listened`,
+//! `ours::mixed_time_listened`), or recloser's count ring of 100
+//! (`peers::recloser::mixed_count`), with a failure every
 //! `period` calls (0: none), in `rounds` slices of 20,000 calls, and prints the fastest
 //! slice's time per call. `scripts/loop-instructions` runs it under callgrind at two round
 //! counts and prints the instructions per call (the difference over the calls between
