@@ -27,6 +27,7 @@ mod liveness;
 mod notices;
 mod push;
 mod refused;
+mod wiped;
 
 use std::time::Duration;
 
