@@ -16,11 +16,13 @@ use interlock::storage::{Coordinator, Storage};
 use crate::support::{Server, eventually, now};
 use crate::{Instance, TTL, config, fail, ok, storage, the_fleet_shares_an_open};
 
-const WAIT: Duration = Duration::from_millis(1500);
+pub(crate) const WAIT: Duration = Duration::from_millis(1500);
 const POLL: Duration = Duration::from_millis(250);
 const TIMEOUT: Duration = Duration::from_millis(500);
 
-fn fleet(server: &Server) -> Vec<Instance> {
+/// Three instances polling every 250 ms, tripping at two failures, with a
+/// 1.5 s open wait and probe rounds of one.
+pub(crate) fn fleet(server: &Server) -> Vec<Instance> {
     (0..3)
         .map(|_| {
             let storage = interlock_redis::RedisStorage::from_client(server.client(), TIMEOUT)
@@ -52,15 +54,24 @@ fn trip_with_the_calls_own_errors(tripper: &Instance, what: &str) {
 }
 
 /// Calls every instance, the dependency healthy, until the fleet is
-/// CLOSED again (the open wait, then a probe round); closes the lanes.
-fn the_fleet_closes_again(fleet: &[Instance], what: &str) {
+/// CLOSED again (the open wait, then a probe round); a call sees only
+/// admission or a rejection, never a storage error.
+pub(crate) fn the_fleet_admits_again(fleet: &[Instance], what: &str) {
     let closed = eventually(WAIT + Duration::from_secs(20), || {
         for i in fleet {
-            let _ = ok(&i.breaker);
+            match ok(&i.breaker) {
+                Ok(()) | Err(interlock::CallError::Rejected(_)) => {}
+                Err(other) => panic!("{what}: a healthy call returned {other:?}"),
+            }
         }
         fleet.iter().all(|i| i.breaker.state() == State::Closed)
     });
     assert!(closed, "{what}: the fleet never closed again");
+}
+
+/// [`the_fleet_admits_again`], then closes the lanes.
+pub(crate) fn the_fleet_closes_again(fleet: &[Instance], what: &str) {
+    the_fleet_admits_again(fleet, what);
     for i in fleet {
         i.breaker.close();
     }
@@ -160,7 +171,7 @@ fn a_server_out_of_memory_refuses_writes_and_a_trip_is_shared_once_it_has_room()
 }
 
 /// Waits until every instance is subscribed and has read the record.
-fn await_the_fleet(fleet: &[Instance]) {
+pub(crate) fn await_the_fleet(fleet: &[Instance]) {
     assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
         |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
     )));

@@ -7,35 +7,12 @@
 use std::time::Duration;
 
 use interlock::State;
-use interlock::storage::Coordinator;
 
+use crate::refused::{
+    WAIT, await_the_fleet, fleet, the_fleet_admits_again, the_fleet_closes_again,
+};
 use crate::support::{Server, eventually};
-use crate::{Instance, TTL, config, fail, ok, storage, the_fleet_shares_an_open};
-
-const WAIT: Duration = Duration::from_millis(1500);
-const POLL: Duration = Duration::from_millis(250);
-
-fn fleet(server: &Server) -> Vec<Instance> {
-    (0..3)
-        .map(|_| {
-            let storage = interlock_redis::RedisStorage::from_client(
-                server.client(),
-                Duration::from_millis(500),
-            )
-            .poll_interval(POLL)
-            .retry_backoff(POLL)
-            .state_ttl(TTL)
-            .build()
-            .unwrap();
-            Instance::new(
-                Coordinator::blocking(storage),
-                config()
-                    .wait_duration_in_open(WAIT)
-                    .permitted_calls_in_half_open(1),
-            )
-        })
-        .collect()
-}
+use crate::{Instance, fail, storage, the_fleet_shares_an_open};
 
 /// Trips `tripper` and waits until every instance shares the OPEN.
 fn trip_and_share(server: &Server, fleet: &[Instance], tripper: usize, what: &str) {
@@ -47,46 +24,31 @@ fn trip_and_share(server: &Server, fleet: &[Instance], tripper: usize, what: &st
         }
     }
     let shared = storage(server);
-    assert!(
-        eventually(Duration::from_secs(20), || the_fleet_shares_an_open(
-            &shared, fleet
-        )),
-        "{what}: the trip was never shared"
-    );
-}
-
-/// Calls every instance, the dependency healthy, until all are CLOSED;
-/// no call may see anything but admission or a rejection.
-fn the_fleet_closes_again(fleet: &[Instance], what: &str) {
-    let closed = eventually(WAIT + Duration::from_secs(20), || {
-        for i in fleet {
-            match ok(&i.breaker) {
-                Ok(()) | Err(interlock::CallError::Rejected(_)) => {}
-                Err(other) => panic!("{what}: a healthy call returned {other:?}"),
-            }
-        }
-        fleet.iter().all(|i| i.breaker.state() == State::Closed)
+    let shared_open = eventually(Duration::from_secs(20), || {
+        the_fleet_shares_an_open(&shared, fleet)
     });
-    assert!(closed, "{what}: the fleet never closed again");
+    assert!(shared_open, "{what}: the trip was never shared");
 }
 
-#[test]
-fn a_flushall_during_a_shared_open_leaves_a_fleet_that_closes_and_shares_the_next_trip() {
-    let server = Server::start();
-    let fleet = fleet(&server);
-    assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
-        |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
-    )));
-    trip_and_share(&server, &fleet, 0, "first trip");
-
+/// Every key of the server gone at once.
+fn flushall(server: &Server) {
     let () = redis::cmd("FLUSHALL").query(&mut server.admin()).unwrap();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query(&mut server.admin())
         .unwrap();
     assert!(keys.is_empty(), "flushed: {keys:?}");
+}
 
-    the_fleet_closes_again(&fleet, "after FLUSHALL");
+#[test]
+fn a_flushall_during_a_shared_open_leaves_a_fleet_that_closes_and_shares_the_next_trip() {
+    let server = Server::start();
+    let fleet = fleet(&server);
+    await_the_fleet(&fleet);
+    trip_and_share(&server, &fleet, 0, "first trip");
+
+    flushall(&server);
+    the_fleet_admits_again(&fleet, "after FLUSHALL");
     assert!(
         fleet.iter().all(|i| !i.breaker.is_degraded()),
         "losing the data is not a storage fault"
@@ -94,9 +56,6 @@ fn a_flushall_during_a_shared_open_leaves_a_fleet_that_closes_and_shares_the_nex
     // The log and its index start again: the next trip is shared too.
     trip_and_share(&server, &fleet, 1, "the trip after FLUSHALL");
     the_fleet_closes_again(&fleet, "after the second trip");
-    for i in &fleet {
-        i.breaker.close();
-    }
 }
 
 /// The data lost while the fleet is HALF_OPEN with its one probe leased
@@ -107,9 +66,7 @@ fn a_flushall_during_a_shared_open_leaves_a_fleet_that_closes_and_shares_the_nex
 fn a_flushall_while_a_leased_probe_runs_leaves_a_fleet_that_closes() {
     let server = Server::start();
     let fleet = fleet(&server);
-    assert!(eventually(Duration::from_secs(10), || fleet.iter().all(
-        |i| i.lane.is_subscribed() && i.breaker.shared_view().is_some()
-    )));
+    await_the_fleet(&fleet);
     trip_and_share(&server, &fleet, 0, "the trip");
     let half_open = eventually(WAIT + Duration::from_secs(10), || {
         fleet.iter().all(|i| {
@@ -128,13 +85,9 @@ fn a_flushall_while_a_leased_probe_runs_leaves_a_fleet_that_closes() {
         "the budget of one is spent"
     );
 
-    let () = redis::cmd("FLUSHALL").query(&mut server.admin()).unwrap();
+    flushall(&server);
     probe.success();
-
-    the_fleet_closes_again(&fleet, "after FLUSHALL under a leased probe");
+    the_fleet_admits_again(&fleet, "after FLUSHALL under a leased probe");
     trip_and_share(&server, &fleet, 2, "the trip after FLUSHALL");
     the_fleet_closes_again(&fleet, "after the second trip");
-    for i in &fleet {
-        i.breaker.close();
-    }
 }
