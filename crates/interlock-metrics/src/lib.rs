@@ -114,7 +114,9 @@
 //! ([`Registry::remove`](interlock::Registry::remove), `retain`,
 //! `expire_after_idle`, `max_breakers`: [`Event::BreakerRemoved`]), the
 //! listener sets its six `interlock_state` series to 0 and drops its
-//! handles, so it keeps nothing per forgotten breaker
+//! handles (threads that reported the breaker lately hold theirs until
+//! eight newer breakers replace them in their cache, never using them
+//! again), so it keeps nothing per forgotten breaker
 //! ([`MetricsEventListener::breaker_count`] goes down). The `metrics`
 //! facade cannot delete a series; the recorder decides when one goes.
 //! `metrics-exporter-prometheus` removes series not updated for its
@@ -136,13 +138,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
-use std::collections::HashMap;
 use std::error::Error;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use interlock::mode::Mode;
-use interlock::{CircuitBreaker, Event, EventListener, Outcome, Registry, State};
+use interlock::{CircuitBreaker, Event, EventListener, Outcome, PerBreaker, Registry, State};
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
 pub mod names {
@@ -220,7 +221,8 @@ const OUTCOMES: [Outcome; 4] = [
 /// ```
 pub struct MetricsEventListener {
     initial_state: State,
-    breakers: RwLock<HashMap<Box<str>, Arc<Handles>>>,
+    /// Found without a lock by the threads that report a breaker often.
+    breakers: PerBreaker<Handles>,
 }
 
 /// One breaker's cached handles.
@@ -297,7 +299,7 @@ impl MetricsEventListener {
         describe();
         MetricsEventListener {
             initial_state: State::Closed,
-            breakers: RwLock::new(HashMap::new()),
+            breakers: PerBreaker::new(),
         }
     }
 
@@ -332,10 +334,7 @@ impl MetricsEventListener {
     /// ```
     #[must_use]
     pub fn breaker_count(&self) -> usize {
-        self.breakers
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.breakers.len()
     }
 
     /// Sets the window gauges ([`names::FAILURE_RATE`],
@@ -366,7 +365,7 @@ impl MetricsEventListener {
     pub fn sample_breaker<M: Mode>(&self, breaker: &CircuitBreaker<M>) {
         // Registered at the first sample, so a listener that is never
         // sampled exports only the event series.
-        let label = self.handles(breaker.name()).breaker.clone();
+        let label = self.handles(breaker.name(), |h| h.breaker.clone());
         let snapshot = breaker.snapshot();
         metrics::gauge!(names::FAILURE_RATE, "breaker" => label.clone())
             .set(snapshot.failure_rate());
@@ -382,40 +381,27 @@ impl MetricsEventListener {
         metrics::gauge!(names::RETRY_AFTER, "breaker" => label).set(wait);
     }
 
-    /// The breaker's handles, registered (and its state gauge seeded) at
-    /// its creation or first event.
-    fn handles(&self, breaker: &str) -> Arc<Handles> {
-        self.handles_seeded(breaker, self.initial_state)
+    /// Runs `f` on the breaker's handles, registered (and its state gauge
+    /// seeded) at its creation or first event.
+    fn handles<R>(&self, breaker: &str, f: impl FnMut(&Handles) -> R) -> R {
+        self.handles_seeded(breaker, self.initial_state, f)
     }
 
-    /// The breaker's handles, the state gauge seeded with `seed` if they
-    /// are new.
-    fn handles_seeded(&self, breaker: &str, seed: State) -> Arc<Handles> {
-        if let Some(handles) = self
-            .breakers
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(breaker)
-        {
-            return handles.clone();
-        }
-        let mut breakers = self
-            .breakers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(handles) = breakers.get(breaker) {
-            return handles.clone();
-        }
-        describe();
-        let handles = Arc::new(Handles::new(breaker));
-        for state in State::ALL {
-            // Increment, never set: a state change delivered concurrently
-            // by another thread may already have moved a unit.
-            let value = if state == seed { 1.0 } else { 0.0 };
-            handles.state(state).increment(value);
-        }
-        breakers.insert(breaker.into(), handles.clone());
-        handles
+    /// [`handles`](Self::handles), the state gauge seeded with `seed` if
+    /// they are new.
+    fn handles_seeded<R>(&self, breaker: &str, seed: State, f: impl FnMut(&Handles) -> R) -> R {
+        let new = || {
+            describe();
+            let handles = Handles::new(breaker);
+            for state in State::ALL {
+                // Increment, never set: a state change delivered concurrently
+                // by another thread may already have moved a unit.
+                let value = if state == seed { 1.0 } else { 0.0 };
+                handles.state(state).increment(value);
+            }
+            handles
+        };
+        self.breakers.with(breaker, new, f)
     }
 
     /// Drops a breaker its registry forgot ([`Event::BreakerRemoved`]): its
@@ -423,20 +409,15 @@ impl MetricsEventListener {
     /// open, closed or anything else) and its cached handles are dropped,
     /// which lets the recorder forget its series (see "Removed breakers").
     fn forget(&self, breaker: &str) {
-        let handles = self
-            .breakers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(breaker);
-        if let Some(handles) = handles {
+        self.breakers.remove(breaker, |handles| {
             for state in State::ALL {
                 handles.state(state).set(0.0);
             }
-        }
+        });
     }
 
     fn storage_event(&self, breaker: &str, event: StorageEvent<'_>) {
-        let breaker = self.handles(breaker).breaker.clone();
+        let breaker = self.handles(breaker, |h| h.breaker.clone());
         let counter = match event {
             StorageEvent::Degraded(error) => metrics::counter!(
                 names::STORAGE_EVENTS,
@@ -549,7 +530,7 @@ impl fmt::Debug for MetricsEventListener {
 impl EventListener for MetricsEventListener {
     /// Seeds the breaker's state gauge with the state it starts in.
     fn on_breaker_created(&self, breaker: &str, state: State) {
-        let _ = self.handles_seeded(breaker, state);
+        self.handles_seeded(breaker, state, |_| ());
     }
 
     fn on_event(&self, event: &Event<'_>) {
@@ -560,24 +541,25 @@ impl EventListener for MetricsEventListener {
                 duration,
                 ..
             } => {
-                self.handles(breaker)
-                    .call(outcome)
-                    .record(duration.as_secs_f64());
+                self.handles(breaker, |h| h.call(outcome).record(duration.as_secs_f64()));
             }
-            Event::CallRejected { breaker, .. } => self.handles(breaker).rejected.increment(1),
+            Event::CallRejected { breaker, .. } => {
+                self.handles(breaker, |h| h.rejected.increment(1));
+            }
             Event::StateChanged {
                 breaker, from, to, ..
             } => {
-                let handles = self.handles(breaker);
-                metrics::counter!(
-                    names::STATE_CHANGES,
-                    "breaker" => handles.breaker.clone(), "from" => from.as_str(), "to" => to.as_str()
-                )
-                .increment(1);
-                handles.state(from).decrement(1.0);
-                handles.state(to).increment(1.0);
+                self.handles(breaker, |handles| {
+                    metrics::counter!(
+                        names::STATE_CHANGES,
+                        "breaker" => handles.breaker.clone(), "from" => from.as_str(), "to" => to.as_str()
+                    )
+                    .increment(1);
+                    handles.state(from).decrement(1.0);
+                    handles.state(to).increment(1.0);
+                });
             }
-            Event::Reset { breaker, .. } => self.handles(breaker).reset.increment(1),
+            Event::Reset { breaker, .. } => self.handles(breaker, |h| h.reset.increment(1)),
             Event::BreakerRemoved { breaker, .. } => self.forget(breaker),
             Event::StorageDegraded { breaker, error, .. } => {
                 self.storage_event(breaker, StorageEvent::Degraded(error));

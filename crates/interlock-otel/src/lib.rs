@@ -112,7 +112,8 @@
 //! it. That initial state is `closed` unless set with
 //! [`OtelEventListener::initial_state`] (match it to the breaker's or the
 //! registry's `initial_state`). Per call, the listener only looks up the
-//! breaker's cached attribute sets under a read lock; nothing is
+//! breaker's cached attribute sets, without a lock on a thread that
+//! reported the breaker lately ([`interlock::PerBreaker`]); nothing is
 //! allocated.
 //!
 //! # Removed breakers
@@ -148,14 +149,13 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![doc(test(attr(deny(warnings))))]
 
-use std::collections::HashMap;
 use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
 
 use interlock::mode::Mode;
-use interlock::{CircuitBreaker, Event, EventListener, Outcome, Registry, State};
+use interlock::{CircuitBreaker, Event, EventListener, Outcome, PerBreaker, Registry, State};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
 use opentelemetry::{InstrumentationScope, KeyValue, Value};
 
@@ -215,7 +215,8 @@ pub struct OtelEventListener {
     buffered_calls: Gauge<u64>,
     retry_after: Gauge<f64>,
     initial_state: State,
-    breakers: RwLock<HashMap<Box<str>, Arc<Series>>>,
+    /// Found without a lock by the threads that report a breaker often.
+    breakers: PerBreaker<Series>,
 }
 
 /// The attribute sets of one breaker, built once at its first event.
@@ -385,7 +386,7 @@ impl OtelEventListener {
                 )
                 .build(),
             initial_state: State::Closed,
-            breakers: RwLock::new(HashMap::new()),
+            breakers: PerBreaker::new(),
         }
     }
 
@@ -415,8 +416,8 @@ impl OtelEventListener {
 
     /// [`sample`](Self::sample) for one breaker.
     pub fn sample_breaker<M: Mode>(&self, breaker: &CircuitBreaker<M>) {
-        let series = self.series(breaker.name());
-        let attributes = std::slice::from_ref(&series.breaker);
+        let attribute = self.series(breaker.name(), |series| series.breaker.clone());
+        let attributes = std::slice::from_ref(&attribute);
         let snapshot = breaker.snapshot();
         self.failure_rate
             .record(snapshot.failure_rate(), attributes);
@@ -458,42 +459,26 @@ impl OtelEventListener {
     /// ```
     #[must_use]
     pub fn breaker_count(&self) -> usize {
-        self.breakers
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.breakers.len()
     }
 
-    /// The breaker's attribute sets, created (and its state gauge seeded)
-    /// at its first event.
-    fn series(&self, breaker: &str) -> Arc<Series> {
-        self.series_seeded(breaker, self.initial_state)
+    /// Runs `f` on the breaker's attribute sets, created (and its state
+    /// gauge seeded) at its first event.
+    fn series<R>(&self, breaker: &str, f: impl FnMut(&Series) -> R) -> R {
+        self.series_seeded(breaker, self.initial_state, f)
     }
 
-    /// The breaker's series, its state gauge seeded with `seed` if new.
-    fn series_seeded(&self, breaker: &str, seed: State) -> Arc<Series> {
-        if let Some(series) = self
-            .breakers
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(breaker)
-        {
-            return series.clone();
-        }
-        let mut breakers = self
-            .breakers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(series) = breakers.get(breaker) {
-            return series.clone();
-        }
-        let series = Arc::new(Series::new(breaker));
-        for state in State::ALL {
-            let value = i64::from(state == seed);
-            series.add_state(&self.state, state, value);
-        }
-        breakers.insert(breaker.into(), series.clone());
-        series
+    /// [`series`](Self::series), its state gauge seeded with `seed` if new.
+    fn series_seeded<R>(&self, breaker: &str, seed: State, f: impl FnMut(&Series) -> R) -> R {
+        let new = || {
+            let series = Series::new(breaker);
+            for state in State::ALL {
+                let value = i64::from(state == seed);
+                series.add_state(&self.state, state, value);
+            }
+            series
+        };
+        self.breakers.with(breaker, new, f)
     }
 
     /// Drops a breaker its registry forgot ([`Event::BreakerRemoved`]):
@@ -501,23 +486,18 @@ impl OtelEventListener {
     /// series (they read 0 from the next export) and its cached attribute
     /// sets (see "Removed breakers").
     fn forget(&self, breaker: &str) {
-        let series = self
-            .breakers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(breaker);
-        if let Some(series) = series {
+        self.breakers.remove(breaker, |series| {
             for state in State::ALL {
                 let added = series.added[state_index(state)].swap(0, Ordering::Relaxed);
                 if added != 0 {
                     self.state.add(-added, series.state(state));
                 }
             }
-        }
+        });
     }
 
     fn storage_event(&self, breaker: &str, event: StorageEvent<'_>) {
-        let series = self.series(breaker);
+        let attribute = self.series(breaker, |series| series.breaker.clone());
         let (kind, error) = match event {
             StorageEvent::Degraded(error) => ("degraded", Some(error)),
             StorageEvent::Recovered => ("recovered", None),
@@ -525,7 +505,7 @@ impl OtelEventListener {
             StorageEvent::NoticesUnavailable => ("notices_unavailable", None),
         };
         let mut attributes = vec![
-            series.breaker.clone(),
+            attribute,
             KeyValue::new("event", kind),
             KeyValue::new("interlock.event", kind),
         ];
@@ -606,7 +586,7 @@ fn error_type(error: &(dyn Error + 'static)) -> String {
 impl EventListener for OtelEventListener {
     /// Seeds the breaker's state gauge with the state it starts in.
     fn on_breaker_created(&self, breaker: &str, state: State) {
-        let _ = self.series_seeded(breaker, state);
+        self.series_seeded(breaker, state, |_| ());
     }
 
     fn on_event(&self, event: &Event<'_>) {
@@ -617,33 +597,37 @@ impl EventListener for OtelEventListener {
                 duration,
                 ..
             } => {
-                let series = self.series(breaker);
-                self.call_duration
-                    .record(duration.as_secs_f64(), series.call(outcome));
+                self.series(breaker, |series| {
+                    self.call_duration
+                        .record(duration.as_secs_f64(), series.call(outcome));
+                });
             }
             Event::CallRejected { breaker, .. } => {
-                let series = self.series(breaker);
-                self.call_rejected
-                    .add(1, std::slice::from_ref(&series.breaker));
+                self.series(breaker, |series| {
+                    self.call_rejected
+                        .add(1, std::slice::from_ref(&series.breaker));
+                });
             }
             Event::StateChanged {
                 breaker, from, to, ..
             } => {
-                let series = self.series(breaker);
-                self.state_changes.add(
-                    1,
-                    &[
-                        series.breaker.clone(),
-                        KeyValue::new("from", from.as_str()),
-                        KeyValue::new("to", to.as_str()),
-                    ],
-                );
-                series.add_state(&self.state, from, -1);
-                series.add_state(&self.state, to, 1);
+                self.series(breaker, |series| {
+                    self.state_changes.add(
+                        1,
+                        &[
+                            series.breaker.clone(),
+                            KeyValue::new("from", from.as_str()),
+                            KeyValue::new("to", to.as_str()),
+                        ],
+                    );
+                    series.add_state(&self.state, from, -1);
+                    series.add_state(&self.state, to, 1);
+                });
             }
             Event::Reset { breaker, .. } => {
-                let series = self.series(breaker);
-                self.reset.add(1, std::slice::from_ref(&series.breaker));
+                self.series(breaker, |series| {
+                    self.reset.add(1, std::slice::from_ref(&series.breaker));
+                });
             }
             Event::BreakerRemoved { breaker, .. } => self.forget(breaker),
             Event::StorageDegraded { breaker, error, .. } => {

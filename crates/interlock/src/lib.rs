@@ -106,6 +106,7 @@ mod identity;
 mod logging;
 mod machine;
 pub mod mode;
+mod per_breaker;
 pub mod pipeline;
 mod policy;
 mod registry;
@@ -136,6 +137,7 @@ pub use identity::LastFailure;
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub use logging::LoggingEventListener;
 pub use machine::{Admission, Machine, ProbeCounters, Refusal, Transition};
+pub use per_breaker::PerBreaker;
 pub use pipeline::bulkhead::Full as BulkheadFullError;
 pub use pipeline::timeout::Elapsed as CallTimeoutError;
 pub use pipeline::{Pipeline, PipelineError};

@@ -1,11 +1,9 @@
 //! [`LoggingEventListener`](struct@LoggingEventListener): every event as a structured `tracing` record.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::PerBreaker;
 use crate::event::{Event, EventListener};
 
 /// Reports every event through `tracing`, as structured records under the
@@ -79,90 +77,21 @@ use crate::event::{Event, EventListener};
 /// listener wherever it is written, so `.listener(LoggingEventListener)`
 /// keeps working.
 pub struct LoggingEventListener {
-    /// This listener's number in the threads' caches of periods
-    /// ([`RECENT`]): 0 until its first rejection, unique after.
-    id: AtomicU64,
-    /// The periods with a rejection, per breaker name: the source of
-    /// truth, changed only under this lock (a rejection found in its
-    /// thread's cache does not take it).
-    periods: Mutex<BTreeMap<Box<str>, Arc<Period>>>,
+    /// The periods with a rejection, per breaker name.
+    periods: PerBreaker<Period>,
 }
 
-/// One breaker's period with at least one rejection.
-struct Period {
-    /// The rejections counted so far, or [`ENDED`] ored in once the state
-    /// change that ends the period took the total.
-    count: Count,
-    breaker: Box<str>,
-}
-
-/// A period's count, alone on its cache line: every rejecting thread adds
-/// to it, and the name beside it is read by each of them first.
+/// One breaker's period with at least one rejection: the rejections
+/// counted so far, or [`ENDED`] ored in once the state change that ends
+/// the period took the total. Alone on its cache line: every rejecting
+/// thread adds to it.
+#[derive(Default)]
 #[repr(align(64))]
-struct Count(AtomicU64);
+struct Period(AtomicU64);
 
-/// A [`Period`]'s count is final: a rejection that finds it starts the
+/// A [`Period`]'s count is final: a rejection that finds it counts on the
 /// next period instead.
 const ENDED: u64 = 1 << 63;
-
-/// Listener numbers (`LoggingEventListener::id`); 0 is "none yet".
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// How many periods a thread remembers.
-const RECENT_PERIODS: usize = 4;
-
-/// The periods a thread counted rejections in lately, each with its
-/// listener's number, and the slot the next one replaces.
-///
-/// During an outage a thread finds its breaker's period here and counts
-/// the rejection with one atomic add, without the listener's lock, which
-/// every thread rejecting at once would otherwise queue on
-/// (`benches/src/bin/logged_rejections.rs`). An entry whose period ended
-/// is only a miss; a dropped listener's entries are never hit again
-/// (numbers are not reused) and go as newer ones replace them.
-struct Recent {
-    slots: [Option<(u64, Arc<Period>)>; RECENT_PERIODS],
-    next: usize,
-}
-
-impl Recent {
-    /// Counts one rejection on listener `id`'s cached period of
-    /// `breaker`: the count so far, or `None` if none is cached or it
-    /// ended.
-    fn count(&self, id: u64, breaker: &str) -> Option<u64> {
-        let (_, period) = self
-            .slots
-            .iter()
-            .flatten()
-            .find(|(listener, period)| *listener == id && &*period.breaker == breaker)?;
-        let before = period.count.0.fetch_add(1, Ordering::Relaxed);
-        (before & ENDED == 0).then_some(before + 1)
-    }
-
-    /// Caches `period` of listener `id`, in place of its ended
-    /// predecessor if there is one, else of the oldest entry.
-    fn keep(&mut self, id: u64, period: Arc<Period>) {
-        let same = |slot: &Option<(u64, Arc<Period>)>| {
-            slot.as_ref()
-                .is_some_and(|(listener, p)| *listener == id && p.breaker == period.breaker)
-        };
-        let slot = match self.slots.iter().position(same) {
-            Some(slot) => slot,
-            None => {
-                let slot = self.next;
-                self.next = (slot + 1) % RECENT_PERIODS;
-                slot
-            }
-        };
-        self.slots[slot] = Some((id, period));
-    }
-}
-
-thread_local! {
-    static RECENT: RefCell<Recent> = const {
-        RefCell::new(Recent { slots: [const { None }; RECENT_PERIODS], next: 0 })
-    };
-}
 
 /// A fresh [`LoggingEventListener`](struct@LoggingEventListener) (the type's constant: each use is a new
 /// listener with its own counts).
@@ -181,66 +110,31 @@ impl LoggingEventListener {
     #[must_use]
     pub const fn new() -> Self {
         LoggingEventListener {
-            id: AtomicU64::new(0),
-            periods: Mutex::new(BTreeMap::new()),
+            periods: PerBreaker::new(),
         }
     }
 
     /// Counts a rejection of `breaker`; the count in its period so far.
     fn rejected(&self, breaker: &str) -> u64 {
-        let id = self.id.load(Ordering::Relaxed);
-        if id != 0 {
-            let cached = RECENT.try_with(|recent| recent.try_borrow().ok()?.count(id, breaker));
-            if let Ok(Some(count)) = cached {
-                return count;
+        loop {
+            // Acquire: a period seen ended was removed first, so the next
+            // `with` starts the next one.
+            let before = self.periods.with(breaker, Period::default, |p| {
+                p.0.fetch_add(1, Ordering::Acquire)
+            });
+            if before & ENDED == 0 {
+                return before + 1;
             }
         }
-        self.rejected_locked(breaker)
-    }
-
-    /// [`rejected`](Self::rejected) through the lock, for a period this
-    /// thread has not cached (or that ended): found or started, then cached.
-    #[cold]
-    fn rejected_locked(&self, breaker: &str) -> u64 {
-        let (id, period, count) = {
-            let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut id = self.id.load(Ordering::Relaxed);
-            if id == 0 {
-                id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-                self.id.store(id, Ordering::Relaxed);
-            }
-            let period = match periods.get(breaker) {
-                Some(period) => Arc::clone(period),
-                None => {
-                    let period = Arc::new(Period {
-                        count: Count(AtomicU64::new(0)),
-                        breaker: breaker.into(),
-                    });
-                    periods.insert(breaker.into(), Arc::clone(&period));
-                    period
-                }
-            };
-            // Periods in the map have not ended: `period_ended` takes
-            // them out under this lock before it ends them.
-            let count = period.count.0.fetch_add(1, Ordering::Relaxed) + 1;
-            (id, period, count)
-        };
-        let _ = RECENT.try_with(|recent| {
-            if let Ok(mut recent) = recent.try_borrow_mut() {
-                recent.keep(id, period);
-            }
-        });
-        count
     }
 
     /// Ends `breaker`'s period: the rejections it counted. A rejection
-    /// counted on a thread's cached period after this is the next
-    /// period's (its add sees [`ENDED`] and takes the lock).
+    /// counted on a thread's cached period after this sees [`ENDED`] and
+    /// counts on the next period.
     fn period_ended(&self, breaker: &str) -> u64 {
-        let mut periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
-        periods
-            .remove(breaker)
-            .map_or(0, |period| period.count.0.swap(ENDED, Ordering::Relaxed))
+        self.periods
+            .remove(breaker, |p| p.0.swap(ENDED, Ordering::AcqRel))
+            .unwrap_or(0)
     }
 }
 
@@ -259,9 +153,8 @@ impl Clone for LoggingEventListener {
 
 impl fmt::Debug for LoggingEventListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let periods = self.periods.lock().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("LoggingEventListener")
-            .field("open_periods", &periods.len())
+            .field("open_periods", &self.periods.len())
             .finish()
     }
 }
