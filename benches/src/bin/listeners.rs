@@ -14,7 +14,9 @@
 //!   `metrics-exporter-prometheus` recorder;
 //! - `interlock_otel::OtelEventListener` on the global (no-op) meter, successes and
 //!   rejections: the listener's own work;
-//! - a closure that ignores the event, successes and rejections: the floor.
+//! - a closure that ignores the event, successes and rejections: the floor;
+//! - the `metrics` listener shared by 32 or 100 breakers that one thread calls in turn, as a
+//!   per-host client's (100 is more than a thread caches).
 //!
 //! Rounds alternate the cases, starting from a different one each round; the medians over
 //! rounds are printed (nanoseconds per call, per thread).
@@ -53,10 +55,11 @@ fn breaker(listener: impl EventListener, rejecting: bool) -> CircuitBreaker {
     breaker
 }
 
-/// One case: its label, its breaker, whether it rejects, on how many threads.
+/// One case: its label, its breakers (called in turn), whether they reject, on how many
+/// threads.
 struct Case {
     label: String,
-    breaker: CircuitBreaker,
+    breakers: Vec<CircuitBreaker>,
     rejecting: bool,
     threads: usize,
 }
@@ -68,8 +71,8 @@ fn slice(case: &Case) -> f64 {
         for worker in 0..case.threads {
             s.spawn(move || {
                 pin_to_core(worker);
-                let breaker = &case.breaker;
-                for _ in 0..SLICE {
+                for i in 0..SLICE as usize {
+                    let breaker = &case.breakers[i % case.breakers.len()];
                     let admitted = if case.rejecting {
                         black_box(breaker).acquire().is_ok()
                     } else {
@@ -106,7 +109,7 @@ fn main() {
                     if rejecting { "rejections" } else { "successes" },
                     if threads == 1 { "" } else { "s" }
                 ),
-                breaker: make(),
+                breakers: vec![make()],
                 rejecting,
                 threads,
             });
@@ -136,6 +139,24 @@ fn main() {
                 },
                 rejecting,
             )
+        });
+    }
+    // A per-host client's listener: one thread calling many breakers in turn, more than a
+    // thread caches (64) in the last case.
+    let listener = std::sync::Arc::new(interlock_metrics::MetricsEventListener::new());
+    for hosts in [32, 100] {
+        cases.push(Case {
+            label: format!("metrics, successes, {hosts} breakers in turn, 1 thread"),
+            breakers: (0..hosts)
+                .map(|i| {
+                    CircuitBreaker::builder(format!("backend-{i:04}.svc.internal"))
+                        .listener(listener.clone())
+                        .build()
+                        .expect("valid breaker")
+                })
+                .collect(),
+            rejecting: false,
+            threads: 1,
         });
     }
     let mut times = vec![Vec::with_capacity(ROUNDS); cases.len()];

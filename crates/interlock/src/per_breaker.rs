@@ -3,7 +3,7 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -16,9 +16,11 @@ use std::sync::{Arc, PoisonError, RwLock};
 /// lock, threads reporting at once queue on it, and even a read lock's
 /// count moves between the cores at every event: on two threads that cost
 /// more than the call itself. Here each thread keeps the entries it used
-/// last, per `PerBreaker`, and finds one with no atomic read-modify-write
-/// at all; only a thread's first event of a breaker (or one whose entry it
-/// has evicted since, after eight others) takes the map's lock.
+/// last (64, across every `PerBreaker`) and finds one with no atomic
+/// read-modify-write at all; only a thread's first event of a breaker (or
+/// one whose entry it has evicted since) takes the map's lock. A thread
+/// that calls more breakers in turn than it keeps pays about what the
+/// lock alone would cost.
 ///
 /// An entry lives until [`remove`](Self::remove) (for a breaker that is
 /// gone, on [`Event::BreakerRemoved`](crate::Event::BreakerRemoved)); an
@@ -62,8 +64,13 @@ pub struct PerBreaker<T> {
     /// insertion, then unique in the process (never reused, so a dropped
     /// map's cached entries are never hit again).
     id: AtomicU64,
-    entries: RwLock<BTreeMap<Box<str>, Arc<Entry<T>>>>,
+    /// Made at the first insertion (`HashMap`'s random keys cannot be
+    /// made in a `const fn`).
+    entries: RwLock<Option<Entries<T>>>,
 }
+
+/// The entries by name.
+type Entries<T> = HashMap<Box<str>, Arc<Entry<T>>>;
 
 /// One breaker's state.
 struct Entry<T> {
@@ -76,56 +83,116 @@ struct Entry<T> {
 /// Map numbers; 0 is "none yet".
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// How many entries a thread keeps, across every `PerBreaker`.
-const CACHED: usize = 8;
+/// A thread's cache: `SETS` sets of `WAYS` entries, across every
+/// `PerBreaker` (64 entries: a thread that reports on dozens of breakers,
+/// a per-host client's, still finds each without the lock).
+const SETS: usize = 16;
+const WAYS: usize = 4;
 
-/// A thread's last used entries, each with its map's number, and the slot
-/// the next one replaces. Type-erased: one cache serves every `T`.
+/// Where a thread looks for a name: the map's number and the name's
+/// address and length. Events carry the breaker's own name, so its
+/// address is the same at every event while the breaker lives; the entry's
+/// name is still compared, so an address reused for another name is only a
+/// miss, and the same name at another address only another slot.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key {
+    map: u64,
+    at: usize,
+    len: usize,
+}
+
+impl Key {
+    fn of(map: u64, breaker: &str) -> Key {
+        Key {
+            map,
+            at: breaker.as_ptr() as usize,
+            len: breaker.len(),
+        }
+    }
+
+    /// The key's bits mixed, never 0.
+    fn hash(self) -> u64 {
+        (self.at as u64 ^ self.len as u64 ^ self.map.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .wrapping_mul(0xff51_afd7_ed55_8ccd)
+            | 1
+    }
+
+    /// The set this key lives in.
+    fn set(self) -> usize {
+        // The top bits, the best mixed.
+        #[allow(clippy::cast_possible_truncation, reason = "below SETS")]
+        let set = (self.hash() >> (u64::BITS - SETS.trailing_zeros())) as usize;
+        set
+    }
+}
+
+/// One cached entry, type-erased: one cache serves every `T`.
+struct Slot {
+    key: Key,
+    entry: Arc<dyn Any + Send + Sync>,
+}
+
+/// A thread's last used entries, per set the way the next one replaces,
+/// and per set the last key that missed.
+///
+/// A key takes a full set's way only at its second miss in a row there:
+/// a thread that calls more breakers in turn than it caches (a per-host
+/// client's) would otherwise replace an entry at every event, and pay for
+/// it, without ever finding one again.
 struct Cache {
-    slots: [Option<(u64, Arc<dyn Any + Send + Sync>)>; CACHED],
-    next: usize,
+    sets: [[Option<Slot>; WAYS]; SETS],
+    next: [u8; SETS],
+    missed: [u64; SETS],
 }
 
 impl Cache {
-    /// Map `id`'s live entry for `breaker`, if this thread has it.
+    /// The live entry of `key` for `breaker`, if this thread has it.
     #[inline]
-    fn find<T: 'static>(&self, id: u64, breaker: &str) -> Option<&Entry<T>> {
-        self.slots.iter().flatten().find_map(|(map, entry)| {
-            if *map != id {
+    fn find<T: 'static>(&self, key: Key, breaker: &str) -> Option<&Entry<T>> {
+        self.sets[key.set()].iter().flatten().find_map(|slot| {
+            if slot.key != key {
                 return None;
             }
-            let entry = entry.downcast_ref::<Entry<T>>()?;
+            let entry = slot.entry.downcast_ref::<Entry<T>>()?;
             // Acquire: whatever the remover did before marking it is seen.
             (&*entry.breaker == breaker && !entry.removed.load(Ordering::Acquire)).then_some(entry)
         })
     }
 
-    /// Keeps map `id`'s `entry`, in place of an older entry of the same
-    /// breaker and map if there is one, else of the oldest slot.
-    fn keep<T: Send + Sync + 'static>(&mut self, id: u64, entry: Arc<Entry<T>>) {
-        let same = |slot: &Option<(u64, Arc<dyn Any + Send + Sync>)>| {
-            slot.as_ref().is_some_and(|(map, e)| {
-                *map == id
-                    && e.downcast_ref::<Entry<T>>()
-                        .is_some_and(|e| e.breaker == entry.breaker)
-            })
-        };
-        let slot = match self.slots.iter().position(same) {
-            Some(slot) => slot,
-            None => {
-                let slot = self.next;
-                self.next = (slot + 1) % CACHED;
-                slot
-            }
-        };
-        self.slots[slot] = Some((id, entry));
+    /// Where `key`, which just missed, is to be kept: a free way, the way
+    /// it held, or (at its second miss in a row in its set) the set's
+    /// oldest way; `None`: not kept this time.
+    fn way_for(&mut self, key: Key) -> Option<usize> {
+        let set = key.set();
+        if let Some(way) = self.sets[set]
+            .iter()
+            .position(|slot| slot.as_ref().is_none_or(|slot| slot.key == key))
+        {
+            return Some(way);
+        }
+        let hash = key.hash();
+        if self.missed[set] != hash {
+            self.missed[set] = hash;
+            return None;
+        }
+        self.missed[set] = 0;
+        let way = usize::from(self.next[set]);
+        #[allow(clippy::cast_possible_truncation, reason = "below WAYS")]
+        let next = ((way + 1) % WAYS) as u8;
+        self.next[set] = next;
+        Some(way)
+    }
+
+    /// Keeps `entry` under `key` in `way` of its set.
+    fn keep<T: Send + Sync + 'static>(&mut self, key: Key, way: usize, entry: Arc<Entry<T>>) {
+        self.sets[key.set()][way] = Some(Slot { key, entry });
     }
 }
 
 thread_local! {
-    static CACHE: RefCell<Cache> = const {
-        RefCell::new(Cache { slots: [const { None }; CACHED], next: 0 })
-    };
+    // Boxed on a thread's first event: threads that never report pay a
+    // pointer, not the table.
+    static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
 }
 
 impl<T: Send + Sync + 'static> PerBreaker<T> {
@@ -134,7 +201,7 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
     pub const fn new() -> Self {
         PerBreaker {
             id: AtomicU64::new(0),
-            entries: RwLock::new(BTreeMap::new()),
+            entries: RwLock::new(None),
         }
     }
 
@@ -152,7 +219,8 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
         if id != 0 {
             let hit = CACHE.try_with(|cache| {
                 let cache = cache.try_borrow().ok()?;
-                cache.find::<T>(id, breaker).map(|entry| f(&entry.value))
+                let entry = cache.as_ref()?.find::<T>(Key::of(id, breaker), breaker)?;
+                Some(f(&entry.value))
             });
             if let Ok(Some(result)) = hit {
                 return result;
@@ -172,10 +240,19 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
         mut f: impl FnMut(&T) -> R,
     ) -> R {
         let entry = self.entry(breaker, init);
-        let id = self.id.load(Ordering::Relaxed);
+        let key = Key::of(self.id.load(Ordering::Relaxed), breaker);
         let _ = CACHE.try_with(|cache| {
             if let Ok(mut cache) = cache.try_borrow_mut() {
-                cache.keep(id, Arc::clone(&entry));
+                let cache = cache.get_or_insert_with(|| {
+                    Box::new(Cache {
+                        sets: [const { [const { None }; WAYS] }; SETS],
+                        next: [0; SETS],
+                        missed: [0; SETS],
+                    })
+                });
+                if let Some(way) = cache.way_for(key) {
+                    cache.keep(key, way, Arc::clone(&entry));
+                }
             }
         });
         f(&entry.value)
@@ -187,7 +264,8 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
             .entries
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(breaker)
+            .as_ref()
+            .and_then(|entries| entries.get(breaker))
         {
             return Arc::clone(entry);
         }
@@ -196,13 +274,16 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
             self.id
                 .store(NEXT_ID.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         }
-        let entry = entries.entry(breaker.into()).or_insert_with(|| {
-            Arc::new(Entry {
-                breaker: breaker.into(),
-                removed: AtomicBool::new(false),
-                value: init(),
-            })
-        });
+        let entry = entries
+            .get_or_insert_with(HashMap::new)
+            .entry(breaker.into())
+            .or_insert_with(|| {
+                Arc::new(Entry {
+                    breaker: breaker.into(),
+                    removed: AtomicBool::new(false),
+                    value: init(),
+                })
+            });
         Arc::clone(entry)
     }
 
@@ -212,7 +293,7 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
     /// a fresh entry.
     pub fn remove<R>(&self, breaker: &str, f: impl FnOnce(&T) -> R) -> Option<R> {
         let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
-        let entry = entries.remove(breaker)?;
+        let entry = entries.as_mut()?.remove(breaker)?;
         entry.removed.store(true, Ordering::Release);
         Some(f(&entry.value))
     }
@@ -223,7 +304,8 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
         self.entries
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .len()
+            .as_ref()
+            .map_or(0, HashMap::len)
     }
 
     /// Whether no breaker has an entry.
@@ -243,7 +325,7 @@ impl<T> fmt::Debug for PerBreaker<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("PerBreaker")
-            .field("breakers", &entries.len())
+            .field("breakers", &entries.as_ref().map_or(0, HashMap::len))
             .finish_non_exhaustive()
     }
 }
@@ -258,7 +340,7 @@ mod tests {
             PerBreaker::<AtomicU64>::new(),
             PerBreaker::<AtomicU64>::new(),
         );
-        let names: Vec<String> = (0..CACHED + 3).map(|i| format!("host-{i}")).collect();
+        let names: Vec<String> = (0..SETS * WAYS * 2).map(|i| format!("host-{i}")).collect();
         for round in 1..=3u64 {
             for name in &names {
                 let seen = a.with(name, AtomicU64::default, |n| {
@@ -281,6 +363,43 @@ mod tests {
                 30
             );
         }
+    }
+
+    #[test]
+    fn a_full_set_takes_a_key_only_at_its_second_miss_in_a_row() {
+        let mut cache = Cache {
+            sets: [const { [const { None }; WAYS] }; SETS],
+            next: [0; SETS],
+            missed: [0; SETS],
+        };
+        // Keys of one set, as many as its ways and two more.
+        let names: Vec<String> = (0..10_000).map(|i| format!("b{i}")).collect();
+        let mut keys = names.iter().map(|n| Key::of(1, n));
+        let first = keys.next().expect("a key");
+        let same_set: Vec<Key> = std::iter::once(first)
+            .chain(keys.filter(|k| k.set() == first.set()))
+            .take(WAYS + 2)
+            .collect();
+        assert_eq!(same_set.len(), WAYS + 2);
+        let entry = || {
+            Arc::new(Entry {
+                breaker: "b".into(),
+                removed: AtomicBool::new(false),
+                value: 0u8,
+            })
+        };
+        for (way, &key) in same_set[..WAYS].iter().enumerate() {
+            assert_eq!(cache.way_for(key), Some(way), "a free way");
+            cache.keep(key, way, entry());
+        }
+        assert_eq!(cache.way_for(same_set[0]), Some(0), "the way it holds");
+        let (a, b) = (same_set[WAYS], same_set[WAYS + 1]);
+        assert_eq!(cache.way_for(a), None, "a's first miss");
+        assert_eq!(cache.way_for(b), None, "b's first miss: a's does not count");
+        assert_eq!(cache.way_for(b), Some(0), "b's second miss in a row");
+        cache.keep(b, 0, entry());
+        assert_eq!(cache.way_for(a), None, "a missed once again");
+        assert_eq!(cache.way_for(a), Some(1), "the next oldest way");
     }
 
     #[test]
