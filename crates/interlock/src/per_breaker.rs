@@ -209,6 +209,7 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
     ///
     /// Without a lock when this thread used the entry lately; `f` may call
     /// `with` again (on this map or another).
+    #[inline]
     pub fn with<R>(
         &self,
         breaker: &str,

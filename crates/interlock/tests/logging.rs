@@ -485,5 +485,12 @@ mod tracing_capture {
         }
         assert_eq!(running, expected);
         assert_eq!(ended, [3, 2].repeat(names.len()));
+        assert_eq!(
+            format!("{a:?}"),
+            "LoggingEventListener { open_periods: 0 }",
+            "every period ended"
+        );
+        a.on_event(&Event::call_rejected("n0", interlock::State::Open));
+        assert_eq!(format!("{a:?}"), "LoggingEventListener { open_periods: 1 }");
     }
 }
