@@ -366,6 +366,66 @@ mod tests {
         }
     }
 
+    /// The point of the map: a thread finds the entries it used lately
+    /// without the lock, so it is not held up while another thread holds it.
+    #[test]
+    fn a_cached_entry_is_found_while_another_thread_holds_the_maps_lock() {
+        let map = PerBreaker::<AtomicU64>::new();
+        let (used, locked) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                map.with("payments", AtomicU64::default, |n| {
+                    n.fetch_add(1, Ordering::Relaxed)
+                });
+                used.wait();
+                locked.wait();
+                let seen = map.with("payments", AtomicU64::default, |n| {
+                    n.fetch_add(1, Ordering::Relaxed) + 1
+                });
+                done_tx.send(seen).unwrap();
+            });
+            used.wait();
+            let lock = map.entries.write().unwrap();
+            locked.wait();
+            let seen = done_rx.recv_timeout(std::time::Duration::from_secs(30));
+            drop(lock);
+            assert_eq!(seen, Ok(2), "the cached entry, found with the lock held");
+        });
+        assert!(!map.is_empty());
+    }
+
+    #[test]
+    fn a_thread_finds_what_it_kept_for_its_map_and_name_only() {
+        let mut cache = Cache {
+            sets: [const { [const { None }; WAYS] }; SETS],
+            next: [0; SETS],
+            missed: [0; SETS],
+        };
+        let name = String::from("payments");
+        let key = Key::of(7, &name);
+        let entry = Arc::new(Entry {
+            breaker: "payments".into(),
+            removed: AtomicBool::new(false),
+            value: 5u8,
+        });
+        let way = cache.way_for(key).expect("a free way");
+        cache.keep(key, way, Arc::clone(&entry));
+        assert_eq!(cache.find::<u8>(key, &name).map(|e| e.value), Some(5));
+        assert!(
+            cache.find::<u8>(Key::of(8, &name), &name).is_none(),
+            "another map"
+        );
+        assert!(cache.find::<u16>(key, &name).is_none(), "another type");
+        let other = String::from("orders");
+        assert!(
+            cache.find::<u8>(Key::of(7, &other), &other).is_none(),
+            "another name"
+        );
+        entry.removed.store(true, Ordering::Release);
+        assert!(cache.find::<u8>(key, &name).is_none(), "removed");
+    }
+
     #[test]
     fn a_full_set_takes_a_key_only_at_its_second_miss_in_a_row() {
         let mut cache = Cache {
