@@ -114,8 +114,8 @@
 //! ([`Registry::remove`](interlock::Registry::remove), `retain`,
 //! `expire_after_idle`, `max_breakers`: [`Event::BreakerRemoved`]), the
 //! listener sets its six `interlock_state` series to 0 and drops its
-//! handles (threads that reported the breaker lately hold theirs until
-//! eight newer breakers replace them in their cache, never using them
+//! handles (a thread that reported the breaker lately holds its copy
+//! until newer breakers replace it in the thread's cache, never using it
 //! again), so it keeps nothing per forgotten breaker
 //! ([`MetricsEventListener::breaker_count`] goes down). The `metrics`
 //! facade cannot delete a series; the recorder decides when one goes.
