@@ -119,11 +119,16 @@ impl Key {
 
     /// The set this key lives in.
     fn set(self) -> usize {
-        // The top bits, the best mixed.
-        #[allow(clippy::cast_possible_truncation, reason = "below SETS")]
-        let set = (self.hash() >> (u64::BITS - SETS.trailing_zeros())) as usize;
-        set
+        set_of(self.hash())
     }
+}
+
+/// The set of a key whose [`Key::hash`] is `hash`: its top bits, the best
+/// mixed.
+fn set_of(hash: u64) -> usize {
+    #[allow(clippy::cast_possible_truncation, reason = "below SETS")]
+    let set = (hash >> (u64::BITS - SETS.trailing_zeros())) as usize;
+    set
 }
 
 /// One cached entry, type-erased: one cache serves every `T`.
@@ -146,6 +151,15 @@ struct Cache {
 }
 
 impl Cache {
+    /// An empty cache.
+    fn new() -> Cache {
+        Cache {
+            sets: [const { [const { None }; WAYS] }; SETS],
+            next: [0; SETS],
+            missed: [0; SETS],
+        }
+    }
+
     /// The live entry of `key` for `breaker`, if this thread has it.
     #[inline]
     fn find<T: 'static>(&self, key: Key, breaker: &str) -> Option<&Entry<T>> {
@@ -163,14 +177,14 @@ impl Cache {
     /// it held, or (at its second miss in a row in its set) the set's
     /// oldest way; `None`: not kept this time.
     fn way_for(&mut self, key: Key) -> Option<usize> {
-        let set = key.set();
+        let hash = key.hash();
+        let set = set_of(hash);
         if let Some(way) = self.sets[set]
             .iter()
             .position(|slot| slot.as_ref().is_none_or(|slot| slot.key == key))
         {
             return Some(way);
         }
-        let hash = key.hash();
         if self.missed[set] != hash {
             self.missed[set] = hash;
             return None;
@@ -244,13 +258,7 @@ impl<T: Send + Sync + 'static> PerBreaker<T> {
         let key = Key::of(self.id.load(Ordering::Relaxed), breaker);
         let _ = CACHE.try_with(|cache| {
             if let Ok(mut cache) = cache.try_borrow_mut() {
-                let cache = cache.get_or_insert_with(|| {
-                    Box::new(Cache {
-                        sets: [const { [const { None }; WAYS] }; SETS],
-                        next: [0; SETS],
-                        missed: [0; SETS],
-                    })
-                });
+                let cache = cache.get_or_insert_with(|| Box::new(Cache::new()));
                 if let Some(way) = cache.way_for(key) {
                     cache.keep(key, way, Arc::clone(&entry));
                 }
@@ -397,11 +405,7 @@ mod tests {
 
     #[test]
     fn a_thread_finds_what_it_kept_for_its_map_and_name_only() {
-        let mut cache = Cache {
-            sets: [const { [const { None }; WAYS] }; SETS],
-            next: [0; SETS],
-            missed: [0; SETS],
-        };
+        let mut cache = Cache::new();
         let name = String::from("payments");
         let key = Key::of(7, &name);
         let entry = Arc::new(Entry {
@@ -428,11 +432,7 @@ mod tests {
 
     #[test]
     fn a_full_set_takes_a_key_only_at_its_second_miss_in_a_row() {
-        let mut cache = Cache {
-            sets: [const { [const { None }; WAYS] }; SETS],
-            next: [0; SETS],
-            missed: [0; SETS],
-        };
+        let mut cache = Cache::new();
         // Keys of one set, as many as its ways and two more.
         let names: Vec<String> = (0..10_000).map(|i| format!("b{i}")).collect();
         let mut keys = names.iter().map(|n| Key::of(1, n));

@@ -14,7 +14,9 @@ use crate::refused::{
 use crate::support::{Server, eventually};
 use crate::{Instance, fail, storage, the_fleet_shares_an_open};
 
-/// Trips `tripper` and waits until every instance shares the OPEN.
+/// Fails `tripper`'s calls until it trips (after the fleet closed again its
+/// window may hold a success, so one failure can be enough) and waits until
+/// every instance shares the OPEN.
 fn trip_and_share(server: &Server, fleet: &[Instance], tripper: usize, what: &str) {
     while fleet[tripper].breaker.state() == State::Closed {
         match fail(&fleet[tripper].breaker) {
