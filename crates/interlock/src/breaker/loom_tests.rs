@@ -550,6 +550,66 @@ fn loom_tally_success_racing_a_rollover() {
     });
 }
 
+/// A time window that never trips (threshold 1.0) with one success waiting
+/// on shared lane 0 (after a success and a failure, both locked), so that
+/// a success added there can lose its compare-and-swap to whatever else
+/// writes the lane.
+fn a_success_waiting_on_shared_lane_0(clock: &ManualClock) -> CircuitBreaker {
+    super::tally::set_shared_lane(0);
+    let window = SlidingWindow::time(Duration::from_secs(60));
+    let b = quiet_less(counted(window, 1, 1.0), clock);
+    b.acquire().unwrap().success();
+    b.acquire().unwrap().failure();
+    b.acquire().unwrap().success();
+    b
+}
+
+#[test]
+fn loom_a_shared_lane_add_that_lost_to_a_fold_tries_again() {
+    // R5.2 / R1.3: a success adds to shared lane 0 while a failure folds
+    // it (the fold takes the waiting success with a `fetch_sub`, leaving
+    // the tag). An add that read the lane before the take loses its
+    // compare-and-swap and tries again on what the take left: every call
+    // is in the window exactly once, in every order.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let b = a_success_waiting_on_shared_lane_0(&clock);
+        let permit = b.acquire().unwrap();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_shared_lane(1);
+            other.acquire().unwrap().failure();
+        });
+        permit.success();
+        t.join().unwrap();
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (5, 2));
+        assert_eq!((b.state(), b.generation()), (State::Closed, 0));
+    });
+}
+
+#[test]
+fn loom_two_successes_on_one_shared_lane_both_count() {
+    // R5.2 / R1.3: two threads without a slot of their own add to the
+    // same shared lane at once: the one whose compare-and-swap lost tries
+    // again (or takes the lock), and neither success is lost or counted
+    // twice.
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let b = a_success_waiting_on_shared_lane_0(&clock);
+        let (p1, p2) = (b.acquire().unwrap(), b.acquire().unwrap());
+        let t = thread::spawn(move || {
+            super::tally::set_shared_lane(0);
+            p2.success();
+        });
+        p1.success();
+        t.join().unwrap();
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (5, 1));
+        assert_eq!((b.state(), b.generation()), (State::Closed, 0));
+    });
+}
+
 // Owned lanes (plain stores): the count-window models above run with every
 // thread on an owned lane (the loom build's default; a time window's key
 // never lasts, so its models count on the shared lanes whatever the thread
