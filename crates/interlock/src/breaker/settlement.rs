@@ -192,14 +192,18 @@ impl Inner {
         let inconclusive = verdict == Verdict::Inconclusive;
         // R11.3: an error judged a failure becomes the last failure, kept
         // under the lock its outcome is recorded under.
-        let (effects, panicked) = match error {
-            Some(text) if verdict.is_failure() => with_kept(text, |keep| {
-                self.record_settled(ticket, end, outcome, inconclusive, Some(keep))
-            }),
-            _ => (
-                self.record_settled(ticket, end, outcome, inconclusive, None),
-                None,
-            ),
+        let mut effects = None;
+        let panicked = match error {
+            Some(text) if verdict.is_failure() => {
+                with_kept(text, |keep| {
+                    effects = self.record_settled(ticket, end, outcome, inconclusive, Some(keep));
+                })
+                .1
+            }
+            _ => {
+                effects = self.record_settled(ticket, end, outcome, inconclusive, None);
+                None
+            }
         };
         // Recorded (or nothing to record): the slot is the machine's again.
         std::mem::forget(unrecorded);
