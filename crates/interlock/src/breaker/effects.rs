@@ -4,6 +4,12 @@
 use super::*;
 
 /// What one change under the lock did, to act on after unlocking.
+///
+/// Sixteen bytes, so that it (and `Option<Effects>`) comes back from the
+/// locked change in two registers: returned through memory, its copies
+/// read wider than the fields were written, and each such load waited for
+/// the stores (a stall on every failure). A trip's OPEN wait is read again
+/// when its timer is armed ([`Inner::open_wait_of`]), not carried here.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Effects {
     /// The local machine's transition (timer, shared trip).
@@ -11,7 +17,6 @@ pub(crate) struct Effects {
     /// The effective state before and after, if it changed (R13.5).
     pub(crate) effective: Option<(State, State)>,
     pub(super) generation: u64,
-    pub(super) open_wait: Duration,
 }
 
 impl TimerTarget for Inner {
@@ -60,7 +65,9 @@ impl Inner {
                 self.cancel_timer(effects.generation);
             }
             if t.to == State::Open && self.config.auto_transition() {
-                self.arm_timer(effects.generation, effects.open_wait);
+                if let Some(wait) = self.open_wait_of(effects.generation) {
+                    self.arm_timer(effects.generation, wait);
+                }
             }
         }
         if let Some((from, to)) = effects.effective {
@@ -104,6 +111,14 @@ impl Inner {
 
     /// Arms the timer of the OPEN period of `generation` (R12.1), replacing
     /// the timer of an older period, never that of a newer one.
+    /// The OPEN wait of `generation` (R12.1: the timer's delay), if the
+    /// machine is still in that generation; `None` once a later change
+    /// moved it on (that change cancels or arms the timer itself, R12.3).
+    pub(super) fn open_wait_of(&self, generation: u64) -> Option<Duration> {
+        let core = self.core();
+        (core.machine.generation() == generation).then(|| core.machine.open_wait())
+    }
+
     pub(super) fn arm_timer(&self, generation: u64, delay: Duration) {
         let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.closed || generation < slot.generation {

@@ -368,7 +368,6 @@ impl Inner {
             local,
             effective: (before != after).then_some((before, after)),
             generation: core.machine.generation(),
-            open_wait: core.machine.open_wait(),
         }
     }
 

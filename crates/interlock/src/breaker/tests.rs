@@ -1342,6 +1342,16 @@ fn permit_success(p: crate::Permit) {
     p.success();
 }
 
+/// Issue 22: what a locked change did comes back in two registers. A
+/// failure's record returns `Option<Effects>`; returned through memory, its
+/// copies were loads wider than the stores that wrote the fields, and each
+/// waited for them (`perf annotate` of the failure path).
+#[test]
+fn issue_22_a_changes_effects_fit_in_two_registers() {
+    assert!(std::mem::size_of::<super::Effects>() <= 16);
+    assert!(std::mem::size_of::<Option<super::Effects>>() <= 16);
+}
+
 /// Issue 22, two threads: the lock's word and the data it guards share no
 /// cache line (nor the line pair some x86 cores prefetch together) with anything
 /// else, above all not with `status`, which every admission reads; a lock
