@@ -1,22 +1,83 @@
 //! What follows a change of state: listeners, the `auto_transition` timer
 //! and the coordination lane's writes, run after the lock is released (R12, R13).
 
+use std::num::NonZeroU64;
+
 use super::*;
 
 /// What one change under the lock did, to act on after unlocking.
 ///
-/// Sixteen bytes, so that it (and `Option<Effects>`) comes back from the
-/// locked change in two registers: returned through memory, its copies
-/// read wider than the fields were written, and each such load waited for
-/// the stores (a stall on every failure). A trip's OPEN wait is read again
-/// when its timer is armed ([`Inner::open_wait_of`]), not carried here.
-#[derive(Clone, Copy, Debug, Default)]
+/// Two words, so that it (and `Option<Effects>`) comes back from the
+/// locked change in two registers. As a struct of its four fields it came
+/// back through memory, and its copies were loads wider than the stores
+/// that had just written the fields, each waiting for them: a stall on
+/// every failure (`perf annotate` of `one_thread count 10`). A trip's OPEN
+/// wait is not carried either: it is read again when its timer is armed
+/// ([`Inner::open_wait_of`]).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Effects {
-    /// The local machine's transition (timer, shared trip).
-    pub(crate) local: Option<Transition>,
-    /// The effective state before and after, if it changed (R13.5).
-    pub(crate) effective: Option<(State, State)>,
-    pub(super) generation: u64,
+    generation: u64,
+    /// [`CHANGED_MARK`] (never zero, so `Option<Effects>` needs no tag
+    /// word), the local transition's states in bits 0..16 and the
+    /// effective states in bits 16..32 ([`pack`]).
+    changes: NonZeroU64,
+}
+
+/// Always set in [`Effects::changes`].
+const CHANGED_MARK: u64 = 1 << 63;
+/// A packed pair's first byte when there is no pair.
+const NO_PAIR: u64 = 0xFF;
+
+/// `from` in bits 0..8 and `to` in bits 8..16, or [`NO_PAIR`].
+fn pack(pair: Option<(State, State)>) -> u64 {
+    match pair {
+        Some((from, to)) => from as u64 | (to as u64) << 8,
+        None => NO_PAIR,
+    }
+}
+
+fn unpack(bits: u64) -> Option<(State, State)> {
+    let from = bits & 0xFF;
+    (from != NO_PAIR).then(|| {
+        (
+            State::from_index(from),
+            State::from_index((bits >> 8) & 0xFF),
+        )
+    })
+}
+
+impl Effects {
+    /// The effects of a change at `generation`: the local machine's
+    /// transition (timer, shared trip) and the effective states before and
+    /// after, if they differ (R13.5).
+    pub(super) fn new(
+        local: Option<Transition>,
+        effective: Option<(State, State)>,
+        generation: u64,
+    ) -> Self {
+        let local = pack(local.map(|t| (t.from, t.to)));
+        let changes = CHANGED_MARK | local | pack(effective) << 16;
+        Effects {
+            generation,
+            changes: NonZeroU64::new(changes).unwrap_or(NonZeroU64::MAX),
+        }
+    }
+
+    /// The local machine's transition.
+    pub(crate) fn local(self) -> Option<Transition> {
+        unpack(self.changes.get()).map(|(from, to)| Transition { from, to })
+    }
+
+    /// The effective state before and after, if it changed.
+    pub(crate) fn effective(self) -> Option<(State, State)> {
+        unpack(self.changes.get() >> 16)
+    }
+
+    /// Whether anything changed (a transition of either kind).
+    fn any(self) -> bool {
+        let changes = self.changes.get();
+        changes & 0xFF != NO_PAIR || (changes >> 16) & 0xFF != NO_PAIR
+    }
 }
 
 impl TimerTarget for Inner {
@@ -42,7 +103,7 @@ impl Inner {
     /// the timer (R12), and the shared trip of a coordinated breaker (R15.4).
     #[inline]
     pub(crate) fn after(&self, effects: Effects) {
-        if effects.local.is_some() || effects.effective.is_some() {
+        if effects.any() {
             self.after_change(effects, None);
         }
     }
@@ -51,7 +112,7 @@ impl Inner {
     /// outcome is still to be queued: after the events, before the trip it
     /// caused (R15.4).
     pub(super) fn after_settled(&self, effects: Effects, probe: Option<Write>) {
-        if effects.local.is_some() || effects.effective.is_some() {
+        if effects.any() {
             self.after_change(effects, probe);
         } else if let Some(probe) = probe {
             self.enqueue(probe);
@@ -60,7 +121,8 @@ impl Inner {
 
     pub(super) fn after_change(&self, effects: Effects, probe: Option<Write>) {
         // The timer first, so that listeners (however slow) never delay it.
-        if let Some(t) = effects.local {
+        let local = effects.local();
+        if let Some(t) = local {
             if t.from == State::Open {
                 self.cancel_timer(effects.generation);
             }
@@ -70,13 +132,13 @@ impl Inner {
                 }
             }
         }
-        if let Some((from, to)) = effects.effective {
+        if let Some((from, to)) = effects.effective() {
             self.emit(&Event::state_changed(self.name(), from, to));
         }
         if let Some(probe) = probe {
             self.enqueue(probe);
         }
-        if let Some(t) = effects.local {
+        if let Some(t) = local {
             if t.to == State::Open && self.lane.is_some() {
                 self.local_opened(t.from); // issue 21: reconciliation
             }
@@ -175,5 +237,32 @@ impl Inner {
             ((), None)
         });
         self.after(effects);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effects_give_back_every_transition_and_generation_they_were_made_with() {
+        let pairs = std::iter::once(None).chain(
+            State::ALL
+                .iter()
+                .flat_map(|&from| State::ALL.iter().map(move |&to| Some((from, to)))),
+        );
+        let pairs: Vec<_> = pairs.collect();
+        for &local in &pairs {
+            for &effective in &pairs {
+                for generation in [0, 1, u64::MAX] {
+                    let t = local.map(|(from, to)| Transition { from, to });
+                    let e = Effects::new(t, effective, generation);
+                    assert_eq!(e.local(), t);
+                    assert_eq!(e.effective(), effective);
+                    assert_eq!(e.generation, generation);
+                    assert_eq!(e.any(), local.is_some() || effective.is_some());
+                }
+            }
+        }
     }
 }

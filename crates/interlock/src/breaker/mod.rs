@@ -364,11 +364,11 @@ impl Inner {
             core.since = self.clock.now();
         }
         self.publish(core);
-        Effects {
+        Effects::new(
             local,
-            effective: (before != after).then_some((before, after)),
-            generation: core.machine.generation(),
-        }
+            (before != after).then_some((before, after)),
+            core.machine.generation(),
+        )
     }
 
     /// Under the lock, after a change: tags the success lanes with the
