@@ -9,24 +9,59 @@
 
 use super::*;
 
-/// A failed call's error, as the breaker keeps it.
+/// A failed call's error, as the breaker keeps it: one pointer pair, so
+/// that settlement passes it in two registers (a struct of the error's
+/// `Display` and its type name was four words, passed through memory and
+/// read back wider than it was written: a stall on every failure).
 #[derive(Clone, Copy)]
-pub(crate) struct ErrorText<'a> {
-    pub(crate) display: &'a dyn fmt::Display,
+pub(crate) struct ErrorText<'a>(&'a dyn Shown);
+
+/// An error the breaker can keep: its text and its type's name.
+pub(crate) trait Shown {
+    /// Writes the error's `Display` output to `buf`.
+    fn show(&self, buf: &mut String) -> fmt::Result;
+    /// The error's type name (`std::any::type_name`).
+    fn type_name(&self) -> &'static str;
+}
+
+impl<E: fmt::Display> Shown for E {
+    fn show(&self, buf: &mut String) -> fmt::Result {
+        write!(buf, "{self}")
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<E>()
+    }
+}
+
+/// An error known only as a `dyn Error`, with the type name its caller
+/// gives (pipeline and tower layers).
+pub(crate) struct Named<'a> {
+    pub(crate) error: &'a (dyn Error + 'static),
     pub(crate) type_name: &'static str,
 }
 
+impl Shown for Named<'_> {
+    fn show(&self, buf: &mut String) -> fmt::Result {
+        write!(buf, "{}", self.error)
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+}
+
 impl<'a> ErrorText<'a> {
-    /// An error known only by its `Display`.
+    /// An error that knows how to be kept.
     #[inline]
-    pub(crate) fn shown(display: &'a dyn fmt::Display, type_name: &'static str) -> Self {
-        ErrorText { display, type_name }
+    pub(crate) fn shown(error: &'a dyn Shown) -> Self {
+        ErrorText(error)
     }
 
     /// A call's own error.
     #[inline]
     pub(crate) fn of<E: fmt::Display>(error: &'a E) -> Self {
-        Self::shown(error, std::any::type_name::<E>())
+        ErrorText(error)
     }
 }
 
@@ -50,8 +85,8 @@ impl Inner {
     /// (the same error repeating during an outage allocates nothing and
     /// takes no other lock).
     #[inline]
-    pub(super) fn keep_failure(&self, kept: &mut KeptFailure, keep: Keep<'_>) {
-        let Keep { type_name, message } = keep;
+    pub(super) fn keep_failure(&self, kept: &mut KeptFailure, keep: &Keep<'_>) {
+        let &Keep { type_name, message } = keep;
         if kept
             .last
             .as_ref()
@@ -86,7 +121,7 @@ impl Inner {
 /// settled.
 pub(super) fn with_kept<R>(
     text: ErrorText<'_>,
-    record: impl FnOnce(Keep<'_>) -> R,
+    record: impl FnOnce(&Keep<'_>) -> R,
 ) -> (R, Option<Box<dyn Any + Send>>) {
     thread_local! {
         static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
@@ -94,18 +129,18 @@ pub(super) fn with_kept<R>(
     let mut panicked = None;
     let mut show = |buf: &mut String| {
         buf.clear();
-        let err = text.display;
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| write!(buf, "{err}"))) {
+        let err = text.0;
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| err.show(buf))) {
             buf.clear();
             buf.push_str(DISPLAY_PANICKED);
             panicked = Some(payload);
         }
     };
-    let type_name = text.type_name;
+    let type_name = text.0.type_name();
     let r = SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
         Ok(mut buf) => {
             show(&mut buf);
-            let r = record(Keep {
+            let r = record(&Keep {
                 type_name,
                 message: &buf,
             });
@@ -119,7 +154,7 @@ pub(super) fn with_kept<R>(
         Err(_) => {
             let mut message = String::new();
             show(&mut message);
-            record(Keep {
+            record(&Keep {
                 type_name,
                 message: &message,
             })

@@ -6,6 +6,7 @@ use std::fmt;
 use crate::classify::Verdict;
 use crate::failure::Failure;
 
+use super::kept::Named;
 use super::{ErrorText, Inner, Ticket};
 use std::sync::Arc;
 
@@ -104,23 +105,17 @@ impl Permit {
     /// Records `verdict`, keeping `error` as the last failure if the verdict
     /// is not a success.
     pub fn finish_with<E: fmt::Display>(self, verdict: Verdict, error: &E) {
-        self.settle(
-            verdict,
-            Some(ErrorText::shown(error, std::any::type_name::<E>())),
-        );
+        self.settle(verdict, Some(ErrorText::of(error)));
     }
 
     /// Records a failed call from its error alone, through the breaker's
     /// classifier (for pipeline and tower layers, whose error is a `dyn`).
     pub(crate) fn finish_error(self, error: &(dyn Error + 'static), type_name: &'static str) {
-        struct Shown<'a>(&'a (dyn Error + 'static));
-        impl fmt::Display for Shown<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(self.0, f)
-            }
-        }
         match self.breaker.inner.classify_error(error) {
-            Some(verdict) => self.settle(verdict, Some(ErrorText::shown(&Shown(error), type_name))),
+            Some(verdict) => {
+                let named = Named { error, type_name };
+                self.settle(verdict, Some(ErrorText::shown(&named)));
+            }
             // Another breaker's rejection: ignored, the call is cancelled.
             None => drop(self),
         }

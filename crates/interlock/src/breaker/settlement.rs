@@ -70,10 +70,7 @@ impl Guard<'_> {
 
 /// A classified call's error, as the breaker keeps it.
 pub(super) fn error_text<T, E: fmt::Display>(result: &Result<T, E>) -> Option<ErrorText<'_>> {
-    result
-        .as_ref()
-        .err()
-        .map(|e| ErrorText::shown(e, std::any::type_name::<E>()))
+    result.as_ref().err().map(ErrorText::of)
 }
 
 impl Inner {
@@ -237,7 +234,7 @@ impl Inner {
         end: Timestamp,
         outcome: Outcome,
         inconclusive: bool,
-        keep: Option<Keep<'_>>,
+        keep: Option<&Keep<'_>>,
     ) -> Option<Effects> {
         let status = self.status.load(Ordering::Acquire);
         let current = status >> STATUS_SHIFT == ticket.generation();
@@ -275,7 +272,7 @@ impl Inner {
         end: Timestamp,
         outcome: Outcome,
         inconclusive: bool,
-        keep: Option<Keep<'_>>,
+        keep: Option<&Keep<'_>>,
     ) -> Effects {
         let inconclusive = inconclusive && !ticket.leased();
         let ((), effects) = self.change(|core| {
