@@ -620,7 +620,9 @@ impl Machine {
     /// under every trip policy.
     fn should_trip(&mut self, now: Timestamp, outcome: Outcome) -> bool {
         let s = self.window.snapshot(now);
-        let policy = self.trip.failure_rule(now, outcome, &s, &self.config);
+        let policy =
+            self.trip
+                .failure_rule(now, outcome, s.total_calls, s.failed_calls, &self.config);
         policy
             || (s.total_calls >= u64::from(self.config.minimum_number_of_calls)
                 && s.slow_call_rate() >= self.config.slow_call_rate_threshold)

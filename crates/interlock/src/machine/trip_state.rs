@@ -43,17 +43,29 @@ impl TripState {
         }
     }
 
-    /// Counts `outcome` and says whether the policy's own rule trips.
+    /// Counts `outcome` and says whether the policy's own rule trips, the
+    /// window holding `total_calls` of which `failed_calls` failed.
+    ///
+    /// The two counts come as values, not as the window's [`Snapshot`]
+    /// behind a reference: that made the caller copy the counts to the
+    /// stack with one wide load right after the window's narrower stores
+    /// of them, a load that waited for those stores on every failure.
     pub(super) fn failure_rule(
         &mut self,
         now: Timestamp,
         outcome: Outcome,
-        s: &Snapshot,
+        total_calls: u64,
+        failed_calls: u64,
         c: &Config,
     ) -> bool {
         match self {
             TripState::Rate => {
-                s.total_calls >= u64::from(c.minimum_number_of_calls)
+                let s = Snapshot {
+                    total_calls,
+                    failed_calls,
+                    slow_calls: 0,
+                };
+                total_calls >= u64::from(c.minimum_number_of_calls)
                     && s.failure_rate() >= c.failure_rate_threshold
             }
             TripState::Consecutive { threshold, count } => {
