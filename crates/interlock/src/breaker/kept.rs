@@ -67,10 +67,15 @@ impl<'a> ErrorText<'a> {
 
 /// What the lock holder compares a failure with: the error's type name
 /// and `Display` output.
+///
+/// The text is the buffer itself, not a `&str` of it: taking the slice
+/// right after the `Display` read the buffer's pointer and length in one
+/// wide load of words it had just stored one by one (a stall on every
+/// failure); the lock holder takes it under the lock, long after.
 #[derive(Clone, Copy)]
 pub(super) struct Keep<'a> {
     type_name: &'static str,
-    message: &'a str,
+    message: &'a String,
 }
 
 /// The breaker's current last failure, under its lock: the identity's
@@ -87,6 +92,7 @@ impl Inner {
     #[inline]
     pub(super) fn keep_failure(&self, kept: &mut KeptFailure, keep: &Keep<'_>) {
         let &Keep { type_name, message } = keep;
+        let message = message.as_str();
         if kept
             .last
             .as_ref()
@@ -119,6 +125,7 @@ impl Inner {
 /// outside any lock: if it panics, the message is [`DISPLAY_PANICKED`]
 /// and the panic is returned, for the caller to resume once the call is
 /// settled.
+#[inline]
 pub(super) fn with_kept<R>(
     text: ErrorText<'_>,
     record: impl FnOnce(&Keep<'_>) -> R,
