@@ -221,6 +221,29 @@ mod tests {
     }
 
     #[test]
+    fn r11_3_an_error_known_only_as_dyn_error_keeps_its_text_and_the_name_it_came_with() {
+        // Pipeline and tower layers hand the breaker a `dyn Error` and the
+        // type name of the error they hold (`Permit::finish_error`): the last
+        // failure is that error's `Display` under that name, not the
+        // wrapper's.
+        let b = breaker("named");
+        let error = Boom("disk full".to_owned());
+        b.acquire()
+            .unwrap()
+            .finish_error(&error, "storage::WriteError");
+        let last = b.last_failure().unwrap();
+        assert_eq!(
+            (last.message(), last.type_name()),
+            ("disk full", "storage::WriteError")
+        );
+        // A call's own error keeps its own type's name.
+        fail(&b, Other("refused"));
+        let last = b.last_failure().unwrap();
+        assert_eq!(last.message(), "refused");
+        assert!(last.type_name().ends_with("Other"), "{}", last.type_name());
+    }
+
+    #[test]
     fn r11_3_a_repeated_error_keeps_its_version_and_any_other_replaces_it() {
         let b = breaker("svc");
         assert!(b.last_failure().is_none());
