@@ -177,7 +177,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Barrier};
 
-    use crate::{CallError, CircuitBreaker, Config, SlidingWindow, State};
+    use std::future::Future;
+
+    use crate::{CallError, CircuitBreaker, Config, SlidingWindow, State, Verdict};
 
     #[derive(Debug)]
     struct Boom(String);
@@ -218,6 +220,34 @@ mod tests {
 
     fn version(b: &CircuitBreaker) -> u64 {
         b.inner.identity.failure_version()
+    }
+
+    #[test]
+    fn r11_3_a_classified_calls_error_judged_a_failure_is_kept_and_a_forgiven_one_is_not() {
+        // `call_classified` and `call_async_classified` keep the error of a
+        // call their classifier judged a failure; an error it forgave
+        // (success) leaves the last failure as it was.
+        let b = breaker("classified");
+        let judge = |r: Result<&(), &Boom>| match r {
+            Err(e) if e.0 == "forgiven" => Verdict::Success,
+            Err(_) => Verdict::Failure,
+            Ok(()) => Verdict::Success,
+        };
+        let _ = b.call_classified(|| Err::<(), _>(Boom("timed out".to_owned())), judge);
+        let last = b.last_failure().unwrap();
+        assert_eq!(last.message(), "timed out");
+        assert!(last.type_name().ends_with("Boom"), "{}", last.type_name());
+        let _ = b.call_classified(|| Err::<(), _>(Boom("forgiven".to_owned())), judge);
+        assert_eq!(b.last_failure().unwrap().message(), "timed out");
+        let fut = b.call_async_classified(
+            || async { Err::<(), _>(Boom("async refusal".to_owned())) },
+            judge,
+        );
+        // Nothing in it waits: one poll completes it.
+        let mut fut = std::pin::pin!(fut);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(b.last_failure().unwrap().message(), "async refusal");
     }
 
     #[test]
