@@ -171,8 +171,6 @@ impl Inner {
         }
     }
 
-    /// Arms the timer of the OPEN period of `generation` (R12.1), replacing
-    /// the timer of an older period, never that of a newer one.
     /// The OPEN wait of `generation` (R12.1: the timer's delay), if the
     /// machine is still in that generation; `None` once a later change
     /// moved it on (that change cancels or arms the timer itself, R12.3).
@@ -181,6 +179,8 @@ impl Inner {
         (core.machine.generation() == generation).then(|| core.machine.open_wait())
     }
 
+    /// Arms the timer of the OPEN period of `generation` (R12.1), replacing
+    /// the timer of an older period, never that of a newer one.
     pub(super) fn arm_timer(&self, generation: u64, delay: Duration) {
         let mut slot = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.closed || generation < slot.generation {

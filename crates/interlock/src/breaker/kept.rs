@@ -174,10 +174,9 @@ pub(super) fn with_kept<R>(
 mod tests {
     use std::error::Error;
     use std::fmt;
+    use std::future::Future;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Barrier};
-
-    use std::future::Future;
 
     use crate::{CallError, CircuitBreaker, Config, SlidingWindow, State, Verdict};
 
