@@ -92,19 +92,6 @@ impl State {
         }
     }
 
-    /// The state whose declaration index (`state as u64`) is `index`;
-    /// past the last, the last.
-    pub(crate) const fn from_index(index: u64) -> State {
-        match index {
-            0 => State::Closed,
-            1 => State::Open,
-            2 => State::HalfOpen,
-            3 => State::ForcedOpen,
-            4 => State::Disabled,
-            _ => State::MetricsOnly,
-        }
-    }
-
     /// The state in the low three bits of `bits` (a table lookup: this
     /// runs on every admission). 3 and 7 are never stored.
     #[inline]

@@ -23,27 +23,31 @@ pub(crate) struct Effects {
     changes: NonZeroU64,
 }
 
-/// Always set in [`Effects::changes`].
-const CHANGED_MARK: u64 = 1 << 63;
-/// A packed pair's first byte when there is no pair.
+/// Always set in [`Effects::changes`] (bit 63, above both pairs).
+const CHANGED_MARK: NonZeroU64 = match NonZeroU64::new(1 << 63) {
+    Some(mark) => mark,
+    None => NonZeroU64::MAX, // not reached: 1 << 63 is not zero (a constant)
+};
+/// A packed pair's first byte when there is no pair (no state's
+/// [`State::to_bits`] is).
 const NO_PAIR: u64 = 0xFF;
 
-/// `from` in bits 0..8 and `to` in bits 8..16, or [`NO_PAIR`].
+/// `from` in bits 0..8 and `to` in bits 8..16 (their status-word bits,
+/// [`State::to_bits`]), or [`NO_PAIR`].
 fn pack(pair: Option<(State, State)>) -> u64 {
     match pair {
-        Some((from, to)) => from as u64 | (to as u64) << 8,
+        Some((from, to)) => from.to_bits() | to.to_bits() << 8,
         None => NO_PAIR,
     }
 }
 
+/// Whether the low 16 bits of `bits` hold a pair.
+fn holds_pair(bits: u64) -> bool {
+    bits & 0xFF != NO_PAIR
+}
+
 fn unpack(bits: u64) -> Option<(State, State)> {
-    let from = bits & 0xFF;
-    (from != NO_PAIR).then(|| {
-        (
-            State::from_index(from),
-            State::from_index((bits >> 8) & 0xFF),
-        )
-    })
+    holds_pair(bits).then(|| (State::from_bits(bits), State::from_bits(bits >> 8)))
 }
 
 impl Effects {
@@ -56,10 +60,9 @@ impl Effects {
         generation: u64,
     ) -> Self {
         let local = pack(local.map(|t| (t.from, t.to)));
-        let changes = CHANGED_MARK | local | pack(effective) << 16;
         Effects {
             generation,
-            changes: NonZeroU64::new(changes).unwrap_or(NonZeroU64::MAX),
+            changes: CHANGED_MARK | (local | pack(effective) << 16),
         }
     }
 
@@ -76,7 +79,7 @@ impl Effects {
     /// Whether anything changed (a transition of either kind).
     fn any(self) -> bool {
         let changes = self.changes.get();
-        changes & 0xFF != NO_PAIR || (changes >> 16) & 0xFF != NO_PAIR
+        holds_pair(changes) || holds_pair(changes >> 16)
     }
 }
 
