@@ -263,8 +263,10 @@ fn pack(core: &Core) -> u64 {
 }
 
 impl Inner {
+    /// The machine's lock (tried a few times before it is waited for:
+    /// [`crate::sync::lock`]).
     fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.0.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.core.0)
     }
 
     /// Republishes what lock-free readers see; most recorded calls change

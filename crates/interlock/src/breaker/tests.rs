@@ -982,6 +982,31 @@ fn settles_while_locked(
     done
 }
 
+/// The machine's lock is first tried a few times, then waited for
+/// (`Inner::core`); a lock left poisoned by a panic is taken as it stands on
+/// either path, so the breaker keeps recording and tripping (R4, R5.1).
+#[test]
+fn a_poisoned_machine_lock_still_records_and_trips() {
+    let (b, _, log) = make(
+        cfg()
+            .sliding_window(SlidingWindow::count(4))
+            .minimum_number_of_calls(4),
+    );
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _core = b.inner.core();
+        panic!("a panic while the machine lock is held");
+    }));
+    assert!(panicked.is_err());
+    assert!(b.inner.core.0.lock().is_err(), "the lock is poisoned");
+    ok(&b).unwrap();
+    fail(&b).unwrap_err();
+    assert_eq!(b.snapshot().failed_calls, 1);
+    fail(&b).unwrap_err();
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    assert!(take(&log).iter().any(|e| e == "svc: state closed -> open"));
+}
+
 const SHOULD: Duration = Duration::from_secs(30);
 const CANNOT: Duration = Duration::from_millis(100);
 
