@@ -32,33 +32,26 @@ const LOCK_PAUSES: u32 = 4;
 ///
 /// The breaker's machine lock is held for a few hundred nanoseconds at
 /// most, so a thread that finds it taken tries again a few times before
-/// it waits in [`Mutex::lock`]. `std`'s mutex spins only while the lock
+/// it waits in `Mutex::lock`. `std`'s mutex spins only while the lock
 /// stays taken and then parks the thread in the kernel, marking the lock
 /// contended, so that both threads then make a futex call: with two threads
 /// failing one call in ten on one count window, about one failure in
 /// twelve did (670,000 futex calls in 80,000,000 calls; 1,600 with the
-/// tries).
-#[cfg(not(all(test, interlock_loom)))]
+/// tries). Under loom the tries are left out (a spinning thread would
+/// multiply the interleavings explored).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    use std::sync::{PoisonError, TryLockError};
+    #[cfg(not(all(test, interlock_loom)))]
     for _ in 0..LOCK_TRIES {
         match mutex.try_lock() {
             Ok(guard) => return guard,
-            Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => {
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
                 for _ in 0..LOCK_PAUSES {
                     std::hint::spin_loop();
                 }
             }
         }
     }
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Locks `mutex`, taking a poisoned one as it stands: under loom, without
-/// the tries (a spinning thread would multiply the interleavings explored).
-#[cfg(all(test, interlock_loom))]
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
