@@ -76,12 +76,59 @@ fn span(from: usize, run: usize) -> u64 {
     ones << from
 }
 
+/// Words a count window keeps inline: windows of up to 128 outcomes (the
+/// default 100 among them).
+const INLINE_WORDS: usize = 2;
+
+/// A count window's words: inline for small windows, so that recording a
+/// failure writes no cache line besides the machine's own (with two
+/// threads failing, each line the lock holder writes is one the next
+/// holder has to fetch from the other core); on the heap beyond.
+#[derive(Clone, Debug)]
+enum Words {
+    Inline([Slots; INLINE_WORDS]),
+    Heap(Box<[Slots]>),
+}
+
+impl Words {
+    /// Room for `n` words, all clear.
+    fn new(n: usize) -> Self {
+        if n <= INLINE_WORDS {
+            Words::Inline([Slots::default(); INLINE_WORDS])
+        } else {
+            Words::Heap(vec![Slots::default(); n].into_boxed_slice())
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [Slots];
+
+    #[inline]
+    fn deref(&self) -> &[Slots] {
+        match self {
+            Words::Inline(words) => words,
+            Words::Heap(words) => words,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [Slots] {
+        match self {
+            Words::Inline(words) => words,
+            Words::Heap(words) => words,
+        }
+    }
+}
+
 /// The last `size` outcomes, in a ring (R5.1): two bits per slot, so that
 /// a run of successes clears a word's worth of slots at a time and the
 /// newest failed or slow slot is a leading-zero count away.
 #[derive(Clone, Debug)]
 pub(crate) struct CountWindow {
-    words: Box<[Slots]>,
+    words: Words,
     size: usize,
     next: usize,
     len: usize,
@@ -93,7 +140,7 @@ impl CountWindow {
     pub(crate) fn new(size: u32) -> Self {
         let size = (size as usize).max(1);
         CountWindow {
-            words: vec![Slots::default(); size.div_ceil(64)].into_boxed_slice(),
+            words: Words::new(size.div_ceil(64)),
             size,
             next: 0,
             len: 0,
@@ -617,6 +664,12 @@ mod tests {
         };
         for size in [1, 2, 3, 63, 64, 65, 127, 128, 129, 200] {
             let mut w = CountWindow::new(size);
+            // Both forms of the words are checked: inline up to 128.
+            assert_eq!(
+                matches!(w.words, Words::Inline(_)),
+                size <= 128,
+                "size {size}"
+            );
             let mut naive = Naive {
                 size: size as usize,
                 slots: Default::default(),
