@@ -291,9 +291,18 @@ struct Bucket {
 /// Bucket `s % size` holds second `s`. The window covers seconds
 /// `[head - size + 1, head]` where `head` is the latest second seen; moving
 /// `head` forward subtracts and empties the buckets that fall out.
+///
+/// The head second's counts live in `head_bucket`, inside the machine, and
+/// go to their slot only when a later second comes: recording in the
+/// current second (every failure, every fold of successes) writes no line
+/// besides the machine's own (with two threads failing, each line the lock
+/// holder writes is one the next holder fetches from the other core), and
+/// finds its bucket without a division.
 #[derive(Clone, Debug)]
 pub(crate) struct TimeWindow {
+    /// Seconds before the head; the head's own slot stays empty.
     buckets: Box<[Bucket]>,
+    head_bucket: Bucket,
     head: u64,
     totals: Snapshot,
 }
@@ -303,6 +312,7 @@ impl TimeWindow {
         let size = (size_secs as usize).max(1);
         TimeWindow {
             buckets: vec![Bucket::default(); size].into_boxed_slice(),
+            head_bucket: Bucket::default(),
             head: 0,
             totals: Snapshot::default(),
         }
@@ -317,6 +327,9 @@ impl TimeWindow {
         if sec <= self.head {
             return;
         }
+        // The head second becomes an ordinary one.
+        let i = (self.head % self.size()) as usize;
+        self.buckets[i] = std::mem::take(&mut self.head_bucket);
         let gap = sec - self.head;
         if gap >= self.size() {
             self.buckets.fill(Bucket::default());
@@ -336,8 +349,7 @@ impl TimeWindow {
     fn record(&mut self, now: Timestamp, outcome: Outcome) {
         self.advance(now);
         // A clock that went backwards (it must not) is clamped to the head.
-        let i = (self.head % self.size()) as usize;
-        let b = &mut self.buckets[i];
+        let b = &mut self.head_bucket;
         let (failed, slow) = (
             u32::from(outcome.is_failure()),
             u32::from(outcome.is_slow()),
@@ -369,14 +381,14 @@ impl TimeWindow {
     /// `n` plain successes in the head second's bucket, as `n` records at a
     /// time of that second would leave it.
     fn record_successes(&mut self, n: u64) {
-        let i = (self.head % self.size()) as usize;
-        let b = &mut self.buckets[i];
+        let b = &mut self.head_bucket;
         b.total = b.total.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
         self.totals.total_calls += n;
     }
 
     fn clear(&mut self) {
         self.buckets.fill(Bucket::default());
+        self.head_bucket = Bucket::default();
         self.totals = Snapshot::default();
     }
 }
@@ -733,6 +745,71 @@ mod tests {
             Snapshot::default(),
             "drained with second 5"
         );
+    }
+
+    /// R5.2 against a plain list of (second, outcome): the head second's
+    /// counts kept apart from the ring (`head_bucket`) must leave every
+    /// snapshot as if each call sat in its second's bucket, across
+    /// rollovers, jumps past the window, bulk successes, clamped late
+    /// readings and clears.
+    #[test]
+    fn r5_2_the_time_window_agrees_with_a_plain_list_of_calls() {
+        let outcomes = [Success, Failure, SlowSuccess, SlowFailure];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for size in [1u32, 2, 3, 7, 60] {
+            let mut w = TimeWindow::new(size);
+            let mut calls: Vec<(u64, Outcome)> = Vec::new();
+            let mut now = 0u64; // the clock, in seconds
+            for step in 0..4_000 {
+                let r = next();
+                match r % 16 {
+                    // Time moves on: mostly within the window, sometimes far.
+                    0..=2 => now += (r >> 8) % u64::from(size + 2),
+                    3 if r % 256 == 3 => now += 10 * u64::from(size),
+                    4 => {
+                        let n = (r >> 8) % 5;
+                        w.advance(Timestamp::from_secs(now));
+                        w.record_successes(n);
+                        let head = w.head();
+                        calls.extend((0..n).map(|_| (head, Success)));
+                    }
+                    5 if r % 128 == 5 => {
+                        w.clear();
+                        calls.clear();
+                    }
+                    _ => {
+                        let o = outcomes[((r >> 8) % 4) as usize];
+                        // Now and then a reading a second late (another
+                        // thread's), which is clamped to the head.
+                        let at = if r % 16 == 15 {
+                            now.saturating_sub(1)
+                        } else {
+                            now
+                        };
+                        w.record(Timestamp::from_secs(at), o);
+                        calls.push((at.max(w.head()), o));
+                    }
+                }
+                let seen = w.snapshot(Timestamp::from_secs(now));
+                let head = w.head();
+                let live: Vec<_> = calls
+                    .iter()
+                    .filter(|(sec, _)| sec + u64::from(size) > head)
+                    .collect();
+                let expect = Snapshot {
+                    total_calls: live.len() as u64,
+                    failed_calls: live.iter().filter(|(_, o)| o.is_failure()).count() as u64,
+                    slow_calls: live.iter().filter(|(_, o)| o.is_slow()).count() as u64,
+                };
+                assert_eq!(seen, expect, "size {size} step {step}");
+            }
+        }
     }
 
     #[test]
