@@ -38,6 +38,42 @@ pub fn pin_to_core(worker: usize) {
 /// constructor trips a breaker on purpose).
 pub type OpError = std::io::Error;
 
+/// Wall time of two threads making `calls` calls of `b` each at once, pinned to cores 0
+/// and 1: from the first thread's start to the last one's end, each read by the worker
+/// itself once both are past a barrier (thread start-up, wake-up and join are not timed).
+/// Every call is checked against `expect` (admitted or not) in debug builds.
+///
+/// # Panics
+/// If a worker panics.
+pub fn two_thread_slice<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> std::time::Duration {
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|worker| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    pin_to_core(worker);
+                    barrier.wait();
+                    let start = std::time::Instant::now();
+                    for _ in 0..calls {
+                        let admitted = std::hint::black_box(b).call();
+                        debug_assert_eq!(admitted, expect);
+                        std::hint::black_box(admitted);
+                    }
+                    (start, std::time::Instant::now())
+                })
+            })
+            .collect();
+        let spans: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("benchmark worker panicked"))
+            .collect();
+        let start = spans.iter().map(|s| s.0).min().expect("two workers");
+        let end = spans.iter().map(|s| s.1).max().expect("two workers");
+        end.duration_since(start)
+    })
+}
+
 /// The value every protected closure returns on success.
 pub const PAYLOAD: u64 = 1;
 

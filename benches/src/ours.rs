@@ -304,6 +304,19 @@ pub fn mixed_count(period: u32) -> Mixed {
     mixed_on(Config::default(), period)
 }
 
+/// [`mixed_count`] with a count window of `size` calls instead of 100.
+///
+/// # Panics
+/// If `size` is not a valid window size, a call is rejected or the breaker trips.
+#[must_use]
+pub fn mixed_count_of(size: u32, period: u32) -> Mixed {
+    let config = Config::builder()
+        .sliding_window(SlidingWindow::count(size))
+        .build()
+        .expect("interlock: valid config");
+    mixed_on(config, period)
+}
+
 /// [`mixed_count`] with a 60 s time window (one bucket per second) instead.
 ///
 /// # Panics

@@ -18,12 +18,8 @@
 )]
 #![allow(clippy::print_stdout, reason = "a benchmark prints its results")]
 
-use std::hint::black_box;
-use std::sync::Barrier;
-use std::time::Instant;
-
-use interlock::{CallError, CircuitBreaker, Config, SlidingWindow};
-use interlock_benches::{mixed, pin_to_core};
+use interlock_benches::ours::{self, Mixed};
+use interlock_benches::two_thread_slice;
 
 /// Calls per thread in one slice.
 const CALLS: u32 = 200_000;
@@ -32,53 +28,16 @@ const ROUNDS: usize = 200;
 /// One failure in this many calls, on each thread.
 const PERIOD: u32 = 10;
 
-/// A count window of `size` with the mix already in it.
-fn window(size: u32) -> CircuitBreaker {
-    let config = Config::builder()
-        .sliding_window(SlidingWindow::count(size))
-        .build()
-        .expect("a valid config");
-    let breaker = CircuitBreaker::builder("inline-words")
-        .config(config)
-        .build()
-        .expect("a valid breaker");
-    for _ in 0..1000 {
-        let _ = breaker.call(|| mixed(PERIOD));
-    }
-    breaker
-}
-
-/// Wall time per call of two pinned threads making `CALLS` calls each on `b`.
-fn slice(b: &CircuitBreaker) -> f64 {
-    let barrier = Barrier::new(2);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|worker| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    pin_to_core(worker);
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..CALLS {
-                        let r = black_box(b).call(|| mixed(PERIOD));
-                        black_box(!matches!(r, Err(CallError::Rejected(_))));
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        let spans: Vec<_> = workers
-            .into_iter()
-            .map(|w| w.join().expect("benchmark worker panicked"))
-            .collect();
-        let start = spans.iter().map(|s| s.0).min().expect("two workers");
-        let end = spans.iter().map(|s| s.1).max().expect("two workers");
-        end.duration_since(start).as_secs_f64() * 1e9 / f64::from(CALLS)
-    })
+/// Wall time per call of one two-thread slice on `b`.
+fn slice(b: &Mixed) -> f64 {
+    two_thread_slice(b, CALLS, true).as_secs_f64() * 1e9 / f64::from(CALLS)
 }
 
 fn main() {
-    let (inline, heap) = (window(100), window(150));
+    let (inline, heap) = (
+        ours::mixed_count_of(100, PERIOD),
+        ours::mixed_count_of(150, PERIOD),
+    );
     let (mut ratios, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let (x, y) = if round % 2 == 0 {

@@ -30,11 +30,10 @@
 #![allow(clippy::print_stdout, reason = "a benchmark prints its results")]
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser};
-use interlock_benches::{MIXES, SyncBreaker, ours, pin_to_core};
+use interlock_benches::{MIXES, SyncBreaker, ours, two_thread_slice};
 
 /// Calls per slice: about 50-200 µs per slice at these speeds.
 const SLICE: u32 = 20_000;
@@ -110,46 +109,18 @@ const SLICE2: u32 = 200_000;
 /// Rounds per two-thread pair.
 const ROUNDS2: usize = 40;
 
-/// Wall time of two threads making `calls` calls of `b` each at once: from the first
-/// thread's start to the last one's end, each read by the worker itself once both are
-/// past the barrier (thread start-up, wake-up and join are not timed).
-fn slice2<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
-    let barrier = Barrier::new(2);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|worker| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    pin_to_core(worker);
-                    barrier.wait();
-                    let start = Instant::now();
-                    slice(b, calls, expect);
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        let spans: Vec<(Instant, Instant)> = workers
-            .into_iter()
-            .map(|w| w.join().expect("benchmark worker panicked"))
-            .collect();
-        let start = spans.iter().map(|s| s.0).min().expect("two workers");
-        let end = spans.iter().map(|s| s.1).max().expect("two workers");
-        end.duration_since(start)
-    })
-}
-
 /// [`paired`] with two-thread slices.
 fn paired2<A: SyncBreaker, B: SyncBreaker>(ours: &A, peer: &B) -> (f64, f64, f64) {
     for _ in 0..5 {
-        slice2(ours, SLICE2, true);
-        slice2(peer, SLICE2, true);
+        two_thread_slice(ours, SLICE2, true);
+        two_thread_slice(peer, SLICE2, true);
     }
     let result = alternate(
         ROUNDS2,
         SLICE2,
         || (),
-        |()| slice2(ours, SLICE2, true),
-        |()| slice2(peer, SLICE2, true),
+        |()| two_thread_slice(ours, SLICE2, true),
+        |()| two_thread_slice(peer, SLICE2, true),
     );
     assert!(ours.call(), "interlock left its scenario");
     assert!(peer.call(), "the peer left its scenario");
