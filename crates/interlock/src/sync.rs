@@ -30,15 +30,15 @@ const LOCK_PAUSES: u32 = 4;
 
 /// Locks `mutex`, taking a poisoned one as it stands.
 ///
-/// The breaker's machine lock is held for a few hundred nanoseconds at
-/// most, so a thread that finds it taken tries again a few times before
-/// it waits in `Mutex::lock`. `std`'s mutex spins only while the lock
-/// stays taken and then parks the thread in the kernel, marking the lock
-/// contended, so that both threads then make a futex call: with two threads
-/// failing one call in ten on one count window, about one failure in
-/// twelve did (670,000 futex calls in 80,000,000 calls; 1,600 with the
-/// tries). Under loom the tries are left out (a spinning thread would
-/// multiply the interleavings explored).
+/// The breaker's machine lock is usually held for well under a
+/// microsecond, so a thread that finds it taken tries again a few times (a
+/// few microseconds in all) before it waits in `Mutex::lock`. `std`'s mutex
+/// spins only while the lock stays taken and then parks the thread in the
+/// kernel, marking the lock contended, so that both threads then make a
+/// futex call: with two threads failing one call in ten on one count
+/// window, about one failure in twelve did (670,000 futex calls in
+/// 80,000,000 calls; 1,400–1,600 with the tries). Under loom the tries are
+/// left out (a spinning thread would multiply the interleavings explored).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     #[cfg(not(all(test, interlock_loom)))]
     for _ in 0..LOCK_TRIES {
