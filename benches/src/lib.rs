@@ -38,6 +38,45 @@ pub fn pin_to_core(worker: usize) {
 /// constructor trips a breaker on purpose).
 pub type OpError = std::io::Error;
 
+/// `rounds` rounds of `setup` (untimed), then one timed slice of `a` and one of `b`, in swapped
+/// order every other round. Medians over rounds of a / b, and of each side's time per call
+/// (`calls` calls per slice).
+pub fn alternate<S>(
+    rounds: usize,
+    calls: u32,
+    mut setup: impl FnMut() -> S,
+    mut a: impl FnMut(&S) -> std::time::Duration,
+    mut b: impl FnMut(&S) -> std::time::Duration,
+) -> (f64, f64, f64) {
+    let per_call = |d: std::time::Duration| d.as_secs_f64() * 1e9 / f64::from(calls);
+    let mut ratios = Vec::with_capacity(rounds);
+    let mut a_ns = Vec::with_capacity(rounds);
+    let mut b_ns = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let state = setup();
+        let (ta, tb) = if round % 2 == 0 {
+            let ta = a(&state);
+            (ta, b(&state))
+        } else {
+            let tb = b(&state);
+            (a(&state), tb)
+        };
+        ratios.push(ta.as_secs_f64() / tb.as_secs_f64());
+        a_ns.push(per_call(ta));
+        b_ns.push(per_call(tb));
+    }
+    (median(&mut ratios), median(&mut a_ns), median(&mut b_ns))
+}
+
+/// The median of `v` (its upper middle for an even length), sorting it.
+///
+/// # Panics
+/// If `v` is empty.
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Wall time of two threads making `calls` calls of `b` each at once, pinned to cores 0
 /// and 1: from the first thread's start to the last one's end, each read by the worker
 /// itself once both are past a barrier (thread start-up, wake-up and join are not timed).

@@ -18,8 +18,7 @@
 )]
 #![allow(clippy::print_stdout, reason = "a benchmark prints its results")]
 
-use interlock_benches::ours::{self, Mixed};
-use interlock_benches::two_thread_slice;
+use interlock_benches::{alternate, ours, two_thread_slice};
 
 /// Calls per thread in one slice.
 const CALLS: u32 = 200_000;
@@ -28,36 +27,20 @@ const ROUNDS: usize = 200;
 /// One failure in this many calls, on each thread.
 const PERIOD: u32 = 10;
 
-/// Wall time per call of one two-thread slice on `b`.
-fn slice(b: &Mixed) -> f64 {
-    two_thread_slice(b, CALLS, true).as_secs_f64() * 1e9 / f64::from(CALLS)
-}
-
 fn main() {
     let (inline, heap) = (
         ours::mixed_count_of(100, PERIOD),
         ours::mixed_count_of(150, PERIOD),
     );
-    let (mut ratios, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let (x, y) = if round % 2 == 0 {
-            let x = slice(&inline);
-            (x, slice(&heap))
-        } else {
-            let y = slice(&heap);
-            (slice(&inline), y)
-        };
-        ratios.push(x / y);
-        a.push(x);
-        b.push(y);
-    }
-    for v in [&mut ratios, &mut a, &mut b] {
-        v.sort_by(f64::total_cmp);
-    }
-    let (q1, mid, q3) = (ROUNDS / 4, ROUNDS / 2, 3 * ROUNDS / 4);
+    let (ratio, inline_ns, heap_ns) = alternate(
+        ROUNDS,
+        CALLS,
+        || (),
+        |()| two_thread_slice(&inline, CALLS, true),
+        |()| two_thread_slice(&heap, CALLS, true),
+    );
     println!(
-        "count(100) / count(150), two threads, 10 % failures: median {:.3} (quartiles {:.3}, {:.3}); \
-         medians {:.1} ns and {:.1} ns per call",
-        ratios[mid], ratios[q1], ratios[q3], a[mid], b[mid]
+        "count(100) / count(150), two threads, 10 % failures: median {ratio:.3}; \
+         medians {inline_ns:.1} ns and {heap_ns:.1} ns per call"
     );
 }

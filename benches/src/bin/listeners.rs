@@ -36,7 +36,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use interlock::{CircuitBreaker, Event, EventListener, LoggingEventListener};
-use interlock_benches::pin_to_core;
+use interlock_benches::{median, pin_to_core};
 
 /// Calls per thread in one slice.
 const SLICE: u32 = 100_000;
@@ -86,11 +86,6 @@ fn slice(case: &Case) -> f64 {
         }
     });
     start.elapsed().as_secs_f64() * 1e9 / f64::from(SLICE)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

@@ -33,7 +33,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser};
-use interlock_benches::{MIXES, SyncBreaker, ours, two_thread_slice};
+use interlock_benches::{MIXES, SyncBreaker, alternate, ours, two_thread_slice};
 
 /// Calls per slice: about 50-200 µs per slice at these speeds.
 const SLICE: u32 = 20_000;
@@ -49,36 +49,6 @@ fn slice<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> Duration {
         black_box(admitted);
     }
     start.elapsed()
-}
-
-/// `rounds` rounds of `setup` (untimed), then one timed slice of `a` and one of `b`, in swapped
-/// order every other round. Medians over rounds of a / b, and of each side's time per call
-/// (`calls` calls per slice).
-fn alternate<S>(
-    rounds: usize,
-    calls: u32,
-    mut setup: impl FnMut() -> S,
-    mut a: impl FnMut(&S) -> Duration,
-    mut b: impl FnMut(&S) -> Duration,
-) -> (f64, f64, f64) {
-    let per_call = |d: Duration| d.as_secs_f64() * 1e9 / f64::from(calls);
-    let mut ratios = Vec::with_capacity(rounds);
-    let mut a_ns = Vec::with_capacity(rounds);
-    let mut b_ns = Vec::with_capacity(rounds);
-    for round in 0..rounds {
-        let state = setup();
-        let (ta, tb) = if round % 2 == 0 {
-            let ta = a(&state);
-            (ta, b(&state))
-        } else {
-            let tb = b(&state);
-            (a(&state), tb)
-        };
-        ratios.push(ta.as_secs_f64() / tb.as_secs_f64());
-        a_ns.push(per_call(ta));
-        b_ns.push(per_call(tb));
-    }
-    (median(&mut ratios), median(&mut a_ns), median(&mut b_ns))
 }
 
 /// Median over rounds of ours / peer, and the median per-call times. Generic, not `dyn`: each
@@ -173,11 +143,6 @@ fn mixed2() {
             );
         }
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn report(path: &str, peer: &str, target: f64, (ratio, ours, theirs): (f64, f64, f64)) {

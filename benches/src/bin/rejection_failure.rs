@@ -24,6 +24,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use interlock::{CallError, CircuitBreaker, Config, State};
+use interlock_benches::median;
 
 /// Iterations per slice and thread.
 const SLICE: u32 = 20_000;
@@ -64,11 +65,6 @@ fn slice(breaker: &CircuitBreaker) -> Duration {
 
 fn per_iteration(d: Duration) -> f64 {
     d.as_secs_f64() * 1e9 / f64::from(SLICE)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

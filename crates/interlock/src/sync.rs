@@ -37,7 +37,7 @@ const LOCK_PAUSES: u32 = 4;
 /// kernel, marking the lock contended, so that both threads then make a
 /// futex call: with two threads failing one call in ten on one count
 /// window, about one failure in twelve did (670,000 futex calls in
-/// 80,000,000 calls; 1,400–1,600 with the tries). Under loom the tries are
+/// 80,000,000 calls; 1,375–1,634 with the tries). Under loom the tries are
 /// left out (a spinning thread would multiply the interleavings explored).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     #[cfg(not(all(test, interlock_loom)))]

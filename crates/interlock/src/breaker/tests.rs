@@ -984,13 +984,16 @@ fn settles_while_locked(
 
 /// The machine's lock is first tried a few times, then waited for
 /// (`Inner::core`); a lock left poisoned by a panic is taken as it stands on
-/// either path, so the breaker keeps recording and tripping (R4, R5.1).
+/// either path, so the breaker keeps recording, trips and closes again
+/// (R4, R5.1, R9).
 #[test]
-fn a_poisoned_machine_lock_still_records_and_trips() {
-    let (b, _, log) = make(
+fn a_poisoned_machine_lock_still_records_trips_and_recovers() {
+    let (b, clock, log) = make(
         cfg()
             .sliding_window(SlidingWindow::count(4))
-            .minimum_number_of_calls(4),
+            .minimum_number_of_calls(4)
+            .wait_duration_in_open(secs(10.0))
+            .permitted_calls_in_half_open(1),
     );
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _core = b.inner.core();
@@ -1005,6 +1008,10 @@ fn a_poisoned_machine_lock_still_records_and_trips() {
     fail(&b).unwrap_err();
     assert_eq!(b.state(), State::Open);
     assert!(take(&log).iter().any(|e| e == "svc: state closed -> open"));
+    // And it lets traffic through again once the dependency is healthy.
+    clock.advance(secs(10.0));
+    ok(&b).unwrap();
+    assert_eq!(b.state(), State::Closed);
 }
 
 const SHOULD: Duration = Duration::from_secs(30);
