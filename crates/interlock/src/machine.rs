@@ -447,6 +447,58 @@ impl Machine {
         })
     }
 
+    /// Whether `outcome`, settling at `now` for `admission`, may be recorded
+    /// before the plain successes waiting under the current
+    /// [`tally_key`](Self::tally_key) are absorbed (`absorb_successes`),
+    /// although they ended first: true only when recording it first
+    /// changes neither the decision nor the window.
+    ///
+    /// - A time window, and `now` no later than its head second: the record
+    ///   does not move the window, and the waiting successes belong to the
+    ///   head second's bucket too (the key carries it), where outcomes have
+    ///   no order. (In a count window the order of the ring is its future:
+    ///   never.)
+    /// - CLOSED, the current generation, and the failure-rate rule: a
+    ///   `consecutive_failures` run is ended by a success, and a
+    ///   `failures_within` trip would open before the waiting successes
+    ///   were in the window its events report.
+    /// - After the record, over the counts without the waiting successes,
+    ///   the gate is reached and both rates are below their thresholds. The
+    ///   waiting successes only raise the total, so with them the gate is
+    ///   reached too and the rates are lower still (f64 division is
+    ///   monotonic in both operands): no trip either way, and none for any
+    ///   run of successes after it, so the key stays.
+    ///
+    /// On two threads this keeps the other thread's success lane where it
+    /// is: a fold reads and writes it, a line that thread then fetches back
+    /// for its next success.
+    pub(crate) fn may_record_before_waiting_successes(
+        &self,
+        now: Timestamp,
+        admission: Admission,
+        outcome: Outcome,
+    ) -> bool {
+        if self.state != State::Closed
+            || admission.generation != self.generation
+            || !matches!(self.trip, TripState::Rate)
+        {
+            return false;
+        }
+        let Window::Time(w) = &self.window else {
+            return false;
+        };
+        if now.as_secs() > w.head() {
+            return false;
+        }
+        let s = w.totals();
+        let total = s.total_calls.saturating_add(1);
+        let failed = s.failed_calls + u64::from(outcome.is_failure());
+        let slow = s.slow_calls + u64::from(outcome.is_slow());
+        total >= u64::from(self.config.minimum_number_of_calls)
+            && rate(failed, total) < self.config.failure_rate_threshold
+            && rate(slow, total) < self.config.slow_call_rate_threshold
+    }
+
     /// Where the window lies in memory, for the breaker's layout test.
     #[cfg(test)]
     pub(crate) fn window_bytes(&self) -> std::ops::Range<usize> {

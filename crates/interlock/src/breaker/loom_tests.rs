@@ -550,6 +550,39 @@ fn loom_tally_success_racing_a_rollover() {
     });
 }
 
+#[test]
+fn loom_failures_recorded_before_waiting_successes_never_trip_without_them() {
+    // R7.1 / R5.2 (issue 22): a time window, gate 4, threshold 0.5, at
+    // 4 calls and 1 failure with two successes waiting on lane 0. Two
+    // failures and a success race (the success and one failure on lane 1).
+    // A failure that cannot trip on the machine's own counts is recorded
+    // without folding the waiting successes; the second failure would be 3
+    // of 6 without them, so it folds first. In every order the window ends
+    // at 9 calls and 3 failures without a trip (its worst prefix is 3 of 8).
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let window = SlidingWindow::time(Duration::from_secs(60));
+        let b = quiet_less(counted(window, 4, 0.5), &clock);
+        for _ in 0..3 {
+            b.acquire().unwrap().success();
+        }
+        b.acquire().unwrap().failure(); // below the gate: folded, 4 / 1
+        b.acquire().unwrap().success();
+        b.acquire().unwrap().success();
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            super::tally::set_lane(1);
+            other.acquire().unwrap().success();
+            other.acquire().unwrap().failure();
+        });
+        b.acquire().unwrap().failure();
+        t.join().unwrap();
+        assert_eq!((b.state(), b.generation()), (State::Closed, 0));
+        let snap = b.snapshot();
+        assert_eq!((snap.total_calls, snap.failed_calls), (9, 3));
+    });
+}
+
 /// A time window that never trips (threshold 1.0) with one success waiting
 /// on shared lane 0 (after a success and a failure, both locked), so that
 /// a success added there can lose its compare-and-swap to whatever else

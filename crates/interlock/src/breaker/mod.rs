@@ -293,19 +293,34 @@ impl Inner {
         &self,
         op: impl FnOnce(&mut Core) -> (R, Option<Transition>),
     ) -> (R, Effects) {
+        self.change_unless(|_| false, op)
+    }
+
+    /// [`change`](Self::change), without the fold when `unfolded` says,
+    /// under the lock, that `op` may run before the successes waiting in
+    /// the lanes are recorded (`Machine::may_record_before_waiting_successes`):
+    /// they stay in their lanes, still under the key, for the next fold.
+    #[inline(always)]
+    pub(crate) fn change_unless<R>(
+        &self,
+        unfolded: impl FnOnce(&Core) -> bool,
+        op: impl FnOnce(&mut Core) -> (R, Option<Transition>),
+    ) -> (R, Effects) {
         let mut core = self.core();
-        loop {
-            let late = self.fold(&mut core);
-            if late == 0 {
-                break;
-            }
-            match self.record_late_owned(&mut core, late) {
-                Some(effects) => {
-                    drop(core);
-                    self.after(effects);
-                    core = self.core();
+        if !unfolded(&core) {
+            loop {
+                let late = self.fold(&mut core);
+                if late == 0 {
+                    break;
                 }
-                None => break,
+                match self.record_late_owned(&mut core, late) {
+                    Some(effects) => {
+                        drop(core);
+                        self.after(effects);
+                        core = self.core();
+                    }
+                    None => break,
+                }
             }
         }
         let before = core.effective().0;

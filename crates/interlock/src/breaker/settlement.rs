@@ -275,7 +275,20 @@ impl Inner {
         keep: Option<&Keep<'_>>,
     ) -> Effects {
         let inconclusive = inconclusive && !ticket.leased();
-        let ((), effects) = self.change(|core| {
+        let unfolded = |core: &Core| {
+            // The lanes hold successes of the machine's head second only
+            // (their key carries it): see the machine's rule. A plain
+            // success always folds: a full lane is one reason it takes
+            // the lock, and only a fold makes room.
+            outcome != Outcome::Success
+                && core.tally_key.is_some()
+                && core.machine.may_record_before_waiting_successes(
+                    end,
+                    ticket.admission(),
+                    outcome,
+                )
+        };
+        let ((), effects) = self.change_unless(unfolded, |core| {
             if let Some(keep) = keep {
                 self.keep_failure(&mut core.failure, keep);
             }

@@ -1537,6 +1537,102 @@ fn r5_2_a_success_of_the_head_second_settles_on_the_lanes_a_new_second_takes_the
     assert_eq!(b.state(), State::Closed);
 }
 
+/// The machine's own totals, without folding the success lanes in (what
+/// a snapshot would fold first).
+fn machine_totals(b: &CircuitBreaker, clock: &ManualClock) -> (u64, u64) {
+    let s = b.inner.core().machine.snapshot(crate::Clock::now(clock));
+    (s.total_calls, s.failed_calls)
+}
+
+#[test]
+fn r7_1_a_time_window_failure_that_cannot_trip_is_recorded_before_the_waiting_successes() {
+    // Issue 22, two threads: a failure of the head second that cannot trip
+    // on the machine's own counts cannot trip with the successes waiting on
+    // the lanes either (they only lower the rate), and in a bucket outcomes
+    // have no order: it is recorded without folding them, so another
+    // thread's lane stays on its core. One that could trip on the machine's
+    // counts alone folds them first; one of a later second folds them
+    // first too, so that they stay in their own second (R5.2).
+    let (b, clock) = make_quiet(
+        cfg()
+            .sliding_window(SlidingWindow::time(Duration::from_secs(60)))
+            .minimum_number_of_calls(4)
+            .failure_rate_threshold(0.5),
+    );
+    for _ in 0..3 {
+        ok(&b).unwrap();
+    }
+    assert_eq!(machine_totals(&b, &clock), (0, 0), "three on the lanes");
+    let _ = fail(&b);
+    assert_eq!(machine_totals(&b, &clock), (4, 1), "below the gate: folded");
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    let _ = fail(&b);
+    assert_eq!(
+        machine_totals(&b, &clock),
+        (5, 2),
+        "2 of 5 < 0.5: recorded first, the two successes still wait"
+    );
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Closed, "3 of 8, not 3 of 6");
+    assert_eq!(
+        machine_totals(&b, &clock),
+        (8, 3),
+        "3 of 6 would trip: folded"
+    );
+    // Four more of second 0 wait; a failure in second 1 folds them into
+    // second 0 before it moves the window.
+    for _ in 0..4 {
+        ok(&b).unwrap();
+    }
+    clock.advance(secs(1.0));
+    let _ = fail(&b);
+    assert_eq!(machine_totals(&b, &clock), (13, 4));
+    clock.advance(secs(59.0));
+    assert_eq!(
+        b.snapshot(),
+        Snapshot {
+            total_calls: 1,
+            failed_calls: 1,
+            slow_calls: 0
+        },
+        "second 0 left the window with all twelve of its calls"
+    );
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn r7_1_count_windows_and_other_trip_policies_fold_before_every_failure() {
+    // The order of a count window's ring is its future, a success ends a
+    // consecutive-failures run, and a failures-within trip would open
+    // before the waiting successes were in the window: the lanes are
+    // folded before every failure there.
+    let time = || SlidingWindow::time(Duration::from_secs(60));
+    let configs = [
+        cfg()
+            .sliding_window(SlidingWindow::count(20))
+            .minimum_number_of_calls(20),
+        cfg()
+            .sliding_window(time())
+            .trip_policy(crate::TripPolicy::consecutive_failures(3)),
+        cfg()
+            .sliding_window(time())
+            .trip_policy(crate::TripPolicy::failures_within(3, secs(10.0))),
+    ];
+    for config in configs {
+        let (b, clock) = make_quiet(config);
+        for _ in 0..10 {
+            ok(&b).unwrap();
+        }
+        let _ = fail(&b);
+        ok(&b).unwrap();
+        let _ = fail(&b);
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(machine_totals(&b, &clock), (13, 2), "nothing waits");
+        assert_eq!(b.snapshot().total_calls, 13);
+    }
+}
+
 #[test]
 fn r4_3_a_slow_success_never_takes_the_lanes() {
     let (b, clock) = make_quiet(
