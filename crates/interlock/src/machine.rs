@@ -825,6 +825,82 @@ mod tests {
     }
 
     #[test]
+    fn an_outcome_precedes_waiting_successes_only_in_a_closed_time_window_it_cannot_trip() {
+        let config = |window: SlidingWindow, trip: TripPolicy, minimum: u32| {
+            Config::builder()
+                .sliding_window(window)
+                .minimum_number_of_calls(minimum)
+                .failure_rate_threshold(0.5)
+                .slow_call_rate_threshold(0.5)
+                .trip_policy(trip)
+                .build()
+                .unwrap()
+        };
+        let time = || SlidingWindow::time(Duration::from_secs(60));
+        let mut m =
+            Machine::new(config(time(), TripPolicy::FailureRate, 2), State::Closed).unwrap();
+        let now = Timestamp::ZERO;
+        let current = |m: &Machine| Admission {
+            generation: m.generation(),
+            probe: false,
+        };
+        for _ in 0..3 {
+            record(&mut m, Outcome::Success);
+        }
+        let a = current(&m);
+        assert!(
+            m.may_record_before_waiting_successes(now, a, Outcome::Failure),
+            "1 of 4"
+        );
+        assert!(m.may_record_before_waiting_successes(now, a, Outcome::SlowFailure));
+        record(&mut m, Outcome::SlowSuccess);
+        record(&mut m, Outcome::SlowSuccess);
+        // 2 slow of 5: a third would be 3 of 6, at the slow-call threshold.
+        assert!(!m.may_record_before_waiting_successes(now, a, Outcome::SlowSuccess));
+        assert!(!m.may_record_before_waiting_successes(now, a, Outcome::SlowFailure));
+        assert!(
+            m.may_record_before_waiting_successes(now, a, Outcome::Failure),
+            "1 of 6"
+        );
+        // After four failures (4 of 9), a fifth would be 5 of 10: at the
+        // failure-rate threshold.
+        for _ in 0..4 {
+            assert_eq!(record(&mut m, Outcome::Failure), None);
+        }
+        assert!(!m.may_record_before_waiting_successes(now, a, Outcome::Failure));
+        assert!(m.may_record_before_waiting_successes(now, a, Outcome::Success));
+        // A later second moves the window; a stale call changes nothing.
+        let later = Timestamp::from_nanos(1_000_000_000);
+        assert!(!m.may_record_before_waiting_successes(later, a, Outcome::Success));
+        let stale = Admission {
+            generation: m.generation() + 1,
+            probe: false,
+        };
+        assert!(!m.may_record_before_waiting_successes(now, stale, Outcome::Success));
+        // Outside CLOSED, whatever the generation.
+        m.override_to(State::MetricsOnly);
+        assert!(!m.may_record_before_waiting_successes(now, current(&m), Outcome::Success));
+        // Below the gate, in a count window, under the other trip policies.
+        let fresh =
+            Machine::new(config(time(), TripPolicy::FailureRate, 2), State::Closed).unwrap();
+        assert!(!fresh.may_record_before_waiting_successes(now, current(&fresh), Outcome::Success));
+        for (window, trip) in [
+            (SlidingWindow::count(10), TripPolicy::FailureRate),
+            (time(), TripPolicy::consecutive_failures(3)),
+            (
+                time(),
+                TripPolicy::failures_within(3, Duration::from_secs(1)),
+            ),
+        ] {
+            let mut m = Machine::new(config(window, trip, 1), State::Closed).unwrap();
+            for _ in 0..4 {
+                record(&mut m, Outcome::Success);
+            }
+            assert!(!m.may_record_before_waiting_successes(now, current(&m), Outcome::Failure));
+        }
+    }
+
+    #[test]
     fn a_success_is_a_noop_only_in_closed_with_a_count_window_full_of_successes() {
         for trip in [
             TripPolicy::FailureRate,
