@@ -96,7 +96,9 @@
 //!
 //! So a lane's count only ever holds successes that a state with the lane's
 //! key was valid for, and the machine never changes while that key is up
-//! without folding them first.
+//! without folding them first (one exception, below). `snapshot()` goes
+//! through the same path, so the totals it returns always include every
+//! success added before its fold (R5: never torn).
 //!
 //! One operation skips step 1: recording a failure or slow call of a time
 //! window's head second that cannot trip on the machine's own counts
@@ -105,9 +107,7 @@
 //! so recording it before them leaves the same decision and the same
 //! window; they stay in their lanes, under a key that stays, for the next
 //! fold. On two threads, this keeps each thread's shared lane on its own
-//! core while the other fails. `snapshot()` goes through the same path, so
-//! the totals it returns always include every success added before its fold
-//! (R5: never torn).
+//! core while the other fails.
 
 use std::sync::atomic::Ordering;
 
