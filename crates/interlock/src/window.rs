@@ -664,16 +664,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn r5_1_the_bit_ring_agrees_with_a_plain_list_across_word_boundaries() {
-        let outcomes = [Success, Failure, SlowSuccess, SlowFailure];
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
+    /// A xorshift generator from `seed`: the randomised tests' inputs,
+    /// the same on every run.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
-        };
+        }
+    }
+
+    #[test]
+    fn r5_1_the_bit_ring_agrees_with_a_plain_list_across_word_boundaries() {
+        let outcomes = [Success, Failure, SlowSuccess, SlowFailure];
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d_u64);
         for size in [1, 2, 3, 63, 64, 65, 127, 128, 129, 200] {
             let mut w = CountWindow::new(size);
             // Both forms of the words are checked: inline up to 128.
@@ -755,13 +760,7 @@ mod tests {
     #[test]
     fn r5_2_the_time_window_agrees_with_a_plain_list_of_calls() {
         let outcomes = [Success, Failure, SlowSuccess, SlowFailure];
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15_u64);
         for size in [1u32, 2, 3, 7, 60] {
             let mut w = TimeWindow::new(size);
             let mut calls: Vec<(u64, Outcome)> = Vec::new();

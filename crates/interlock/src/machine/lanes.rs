@@ -80,10 +80,7 @@ impl Machine {
         };
         let minimum = u64::from(self.config.minimum_number_of_calls);
         let first = s.total_calls.saturating_add(1).min(capacity).max(minimum);
-        let may_trip = first <= capacity
-            && ((matches!(self.trip, TripState::Rate)
-                && rate(s.failed_calls, first) >= self.config.failure_rate_threshold)
-                || rate(s.slow_calls, first) >= self.config.slow_call_rate_threshold);
+        let may_trip = first <= capacity && self.rates_trip(s.failed_calls, s.slow_calls, first);
         (!may_trip).then_some(TallyKey {
             generation: self.generation,
             second,
@@ -138,8 +135,17 @@ impl Machine {
         let failed = s.failed_calls + u64::from(outcome.is_failure());
         let slow = s.slow_calls + u64::from(outcome.is_slow());
         total >= u64::from(self.config.minimum_number_of_calls)
-            && rate(failed, total) < self.config.failure_rate_threshold
-            && rate(slow, total) < self.config.slow_call_rate_threshold
+            && !self.rates_trip(failed, slow, total)
+    }
+
+    /// Whether `failed` and `slow` of `total` calls reach a rate rule's
+    /// threshold: the failure rate (under that trip policy only) or the
+    /// slow-call rate. The gate is the caller's to check.
+    #[inline]
+    fn rates_trip(&self, failed: u64, slow: u64, total: u64) -> bool {
+        (matches!(self.trip, TripState::Rate)
+            && rate(failed, total) >= self.config.failure_rate_threshold)
+            || rate(slow, total) >= self.config.slow_call_rate_threshold
     }
 
     /// Whether [`tally_key`](Self::tally_key) stays `Some` for the rest of
