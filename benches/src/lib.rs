@@ -113,6 +113,63 @@ pub fn two_thread_slice<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> std:
     })
 }
 
+/// How long the host takes to move one cache line between the two workers' cores, in
+/// nanoseconds: two threads pinned as in [`two_thread_slice`] pass a counter back and forth
+/// through one atomic word, `HANDOFFS` times, and the figure is the wall time per handoff.
+///
+/// Every two-thread figure depends on it: a call that takes the breaker's lock after the
+/// other core held it waits for a few such handoffs. On a virtual machine it is the
+/// host's, not ours: the two vCPUs are sometimes hyperthreads of one core and sometimes on
+/// different cores, and the figure then moves between about 30 and about 170 ns within
+/// seconds (measured on the project's 2-vCPU host). `paired mixed2` prints it before and
+/// after each two-thread row, so a run says which placement it was measured in.
+///
+/// # Panics
+/// If a worker panics.
+#[must_use]
+pub fn line_handoff_ns() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// The word, alone on its pair of lines.
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    const HANDOFFS: u64 = 400_000;
+
+    let line = Line(AtomicU64::new(0));
+    let barrier = std::sync::Barrier::new(2);
+    let start = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2_u64)
+            .map(|worker| {
+                let (line, barrier) = (&line, &barrier);
+                s.spawn(move || {
+                    pin_to_core(usize::from(worker == 1));
+                    barrier.wait();
+                    let start = std::time::Instant::now();
+                    // Worker 0 moves even values to odd ones, worker 1 odd to even.
+                    let mut mine = worker;
+                    while mine < HANDOFFS {
+                        if line.0.load(Ordering::Acquire) == mine {
+                            line.0.store(mine + 1, Ordering::Release);
+                            mine += 2;
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    start
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("handoff worker panicked"))
+            .min()
+            .expect("two workers")
+    });
+    #[allow(clippy::cast_precision_loss, reason = "a count far below 2^52")]
+    let handoffs = HANDOFFS as f64;
+    start.elapsed().as_secs_f64() * 1e9 / handoffs
+}
+
 /// The value every protected closure returns on success.
 pub const PAYLOAD: u64 = 1;
 

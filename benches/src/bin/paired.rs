@@ -33,7 +33,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser};
-use interlock_benches::{MIXES, SyncBreaker, alternate, ours, two_thread_slice};
+use interlock_benches::{MIXES, SyncBreaker, alternate, line_handoff_ns, ours, two_thread_slice};
 
 /// Calls per slice: about 50-200 µs per slice at these speeds.
 const SLICE: u32 = 20_000;
@@ -132,8 +132,11 @@ fn mixed2() {
             ("time", ours::mixed_time(period)),
         ] {
             let path = format!("2t/{window}/{mix}");
+            let before = line_handoff_ns();
             let r = paired2(&ours, &recloser);
             let f = paired2(&ours, &failsafe);
+            let after = line_handoff_ns();
+            println!("{path:<14} cache-line handoff {before:.0} ns before, {after:.0} ns after");
             report(&path, "recloser", 0.25, r);
             report(&path, "failsafe", 0.25, f);
             let worst = r.0.max(f.0);

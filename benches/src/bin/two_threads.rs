@@ -5,7 +5,9 @@
 //! which is in the way under `perf record`, and each of its slices is short. This runs only
 //! interlock's mixed workload (count window of 100 or 60 s time window, a failure every
 //! `period` calls, `ours::mixed_count` / `ours::mixed_time`) on two threads pinned to two cores,
-//! 20 rounds of 2,000,000 calls per thread, and prints the wall time per call of one thread.
+//! 20 rounds of 2,000,000 calls per thread, and prints the wall time per call of one thread,
+//! with the host's cache-line handoff time (`line_handoff_ns`) measured before and after: a
+//! run whose handoffs are slow is a run in the host's slow placement, not a slower build.
 //!
 //! ```sh
 //! cargo run --release -p interlock-benches --bin two_threads -- count 10
@@ -23,7 +25,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use interlock_benches::{SyncBreaker, ours, pin_to_core};
+use interlock_benches::{SyncBreaker, line_handoff_ns, ours, pin_to_core};
 
 const ROUNDS: u32 = 20;
 const CALLS: u32 = 2_000_000;
@@ -47,6 +49,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let before = line_handoff_ns();
     let start = Instant::now();
     for _ in 0..ROUNDS {
         std::thread::scope(|s| {
@@ -61,9 +64,9 @@ fn main() {
             }
         });
     }
-    let calls = f64::from(ROUNDS) * f64::from(CALLS);
+    let per_call = start.elapsed().as_secs_f64() * 1e9 / (f64::from(ROUNDS) * f64::from(CALLS));
+    let after = line_handoff_ns();
     println!(
-        "{:.2} ns/call/thread",
-        start.elapsed().as_secs_f64() * 1e9 / calls
+        "{per_call:.2} ns/call/thread (cache-line handoff {before:.0} ns before, {after:.0} ns after)"
     );
 }
