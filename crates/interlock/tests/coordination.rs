@@ -85,11 +85,31 @@ fn rejected(r: Result<(), CallError<std::io::Error>>) -> interlock::CircuitOpenE
     }
 }
 
+/// Calls `call` while `breaker` is CLOSED, at most 10,000 times, and fails
+/// the test if it is still CLOSED then (a breaker that never trips fails
+/// the test instead of hanging it).
+fn fail_until_tripped<M: interlock::mode::Mode>(
+    breaker: &CircuitBreaker<M>,
+    mut call: impl FnMut(),
+) {
+    for _ in 0..10_000 {
+        if breaker.state() != State::Closed {
+            return;
+        }
+        call();
+    }
+    assert_ne!(
+        breaker.state(),
+        State::Closed,
+        "10,000 failures did not trip"
+    );
+}
+
 /// Trips `i` locally and runs its queued shared trip.
 fn trip(i: &Instance) {
-    while i.breaker.state() == State::Closed {
+    fail_until_tripped(&i.breaker, || {
         let _ = fail(&i.breaker);
-    }
+    });
     i.lane.run_writes();
 }
 
@@ -518,9 +538,9 @@ fn r17_5_a_full_write_queue_drops_the_arriving_write_with_an_event() {
     let (fleet, _inner, _, _) = flaky_fleet(); // write_queue_size 2
     let a = fleet.instance(config());
     for _ in 0..3 {
-        while a.breaker.state() == State::Closed {
+        fail_until_tripped(&a.breaker, || {
             let _ = fail(&a.breaker);
-        }
+        });
         a.breaker.reset();
     }
     let dropped: Vec<_> = take(&a.log)
@@ -541,9 +561,9 @@ fn r17_5_a_full_write_queue_drops_the_arriving_write_with_an_event() {
 fn r17_9_close_drains_queued_writes_is_idempotent_terminal_and_drops_the_view() {
     let fleet = memory_fleet();
     let (a, b) = (fleet.instance(config()), fleet.instance(config()));
-    while a.breaker.state() == State::Closed {
+    fail_until_tripped(&a.breaker, || {
         let _ = fail(&a.breaker);
-    }
+    });
     assert!(
         fleet.storage.peek("payments").is_none(),
         "the trip is still queued"
@@ -593,9 +613,9 @@ fn r17_9_close_wakes_a_parked_background_lane_at_once() {
         .coordinator(&lane)
         .build()
         .unwrap();
-    while breaker.state() == State::Closed {
+    fail_until_tripped(&breaker, || {
         let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("503")));
-    }
+    });
     // With an hour between polls, only the shutdown's wake-up can have run
     // the queued trip by the time close() returns.
     breaker.close();

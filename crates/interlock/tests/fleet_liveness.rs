@@ -86,9 +86,19 @@ impl<S: Storage + Clone> Instance<S> {
     }
 
     fn trip_locally(&self) {
-        while self.breaker.state() == State::Closed {
+        // Bounded, so that a breaker that never trips fails the test
+        // instead of hanging it.
+        for _ in 0..10_000 {
+            if self.breaker.state() != State::Closed {
+                break;
+            }
             let _ = fail(&self.breaker);
         }
+        assert_ne!(
+            self.breaker.state(),
+            State::Closed,
+            "10,000 failures did not trip"
+        );
     }
 }
 

@@ -188,9 +188,15 @@ fn take(log: &Log) -> Vec<String> {
 }
 
 fn open_then_half_open(b: &CircuitBreaker, clock: &ManualClock) {
-    while b.state() == State::Closed {
+    // Bounded, so that a breaker that never trips fails the test instead
+    // of hanging it.
+    for _ in 0..10_000 {
+        if b.state() != State::Closed {
+            break;
+        }
         let _ = fail(b);
     }
+    assert_ne!(b.state(), State::Closed, "10,000 failures did not trip");
     clock.advance(secs(30));
 }
 

@@ -91,10 +91,31 @@ fn small() -> ConfigBuilder {
         .permitted_calls_in_half_open(1)
 }
 
-fn trip(b: &CircuitBreaker) {
-    while b.state() == State::Closed {
-        let _ = fail(b);
+/// Failures a test makes before it gives up on a trip: far more than any
+/// config here needs, so that a breaker that never trips fails the test
+/// instead of hanging it (a mutant of the trip rule, say).
+const TRIP_BUDGET: usize = 10_000;
+
+/// Calls `call` while `b` is CLOSED, at most [`TRIP_BUDGET`] times, and
+/// fails the test if `b` is still CLOSED then.
+fn fail_until_tripped<M: crate::mode::Mode>(b: &CircuitBreaker<M>, mut call: impl FnMut()) {
+    for _ in 0..TRIP_BUDGET {
+        if b.state() != State::Closed {
+            return;
+        }
+        call();
     }
+    assert_ne!(
+        b.state(),
+        State::Closed,
+        "{TRIP_BUDGET} failures did not trip"
+    );
+}
+
+fn trip(b: &CircuitBreaker) {
+    fail_until_tripped(b, || {
+        let _ = fail(b);
+    });
     assert_eq!(b.state(), State::Open);
 }
 
@@ -1197,9 +1218,9 @@ fn d2_a_leased_probe_released_or_settled_into_a_local_half_open_round_leaves_it_
             .permitted_calls_in_half_open(2)
             .max_concurrent_probes(2),
     );
-    while b.state() == State::Closed {
+    fail_until_tripped(&b, || {
         let _ = b.call(|| Err::<(), _>(Boom("503")));
-    }
+    });
     clock.advance(secs(10.0));
     // The local round begins before the shared trip is written.
     let local = b.acquire().unwrap();
@@ -1274,9 +1295,9 @@ fn r15_8_overrides_and_a_local_reopen_write_no_shared_trip() {
     );
     // A local round that fails re-opens locally: still no shared write, the
     // trip that began it aside.
-    while b.state() == State::Closed {
+    fail_until_tripped(&b, || {
         let _ = b.call(|| Err::<(), _>(Boom("503")));
-    }
+    });
     clock.advance(secs(10.0));
     let probe = b.acquire().unwrap(); // the local lazy HALF_OPEN
     assert!(probe.is_probe() && !probe.is_leased());
