@@ -119,10 +119,11 @@ pub fn two_thread_slice<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> std:
 ///
 /// Every two-thread figure depends on it: a call that takes the breaker's lock after the
 /// other core held it waits for a few such handoffs. On a virtual machine it is the
-/// host's, not ours: the two vCPUs are sometimes hyperthreads of one core and sometimes on
-/// different cores, and the figure then moves between about 30 and about 170 ns within
-/// seconds (measured on the project's 2-vCPU host). `paired mixed2` prints it before and
-/// after each two-thread row, so a run says which placement it was measured in.
+/// host's, not ours (most likely the two vCPUs are sometimes hyperthreads of one core and
+/// sometimes on different cores), and the figure moves between about 14 or 35 ns and
+/// 170–300 ns within seconds (measured on the project's 2-vCPU host). `paired mixed2`
+/// prints it before and after each two-thread row, so a run says which placement it was
+/// measured in.
 ///
 /// # Panics
 /// If a worker panics.
