@@ -38,6 +38,9 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const POLL: Duration = Duration::from_secs(1);
 /// How long a follower waits for a trip before it reports a miss.
 const GIVE_UP: Duration = Duration::from_secs(10);
+/// Failures a trip may take before the run gives up (a breaker that never
+/// trips ends it with an error, not a hang).
+const MAX_FAILURES: u32 = 10_000;
 
 /// Wall-clock nanoseconds since the Unix epoch: the one clock the three
 /// processes share, for timing a trip in one and a rejection in another.
@@ -323,7 +326,12 @@ fn latency(url: &str, prefix: &str, push: bool, trips: usize) -> Result<Vec<Samp
         // The trip happens inside the failing call, and the followers may
         // hear of it before the call returns: time it from just before.
         let mut tripped = wall_ns();
+        let mut failures = 0;
         while breaker.state() == State::Closed {
+            if failures == MAX_FAILURES {
+                return Err(format!("{MAX_FAILURES} failures did not trip {name}").into());
+            }
+            failures += 1;
             tripped = wall_ns();
             let _ = breaker.call(|| Err::<(), _>(std::io::Error::other("down")));
         }

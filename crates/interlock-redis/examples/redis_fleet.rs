@@ -76,7 +76,13 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     ];
 
     println!("step 1 - the dependency fails for api-1, which trips on its own window");
+    let mut failures = 0;
     while fleet[0].state() == State::Closed {
+        // A breaker that never trips ends the demo with an error, not a hang.
+        if failures == 10_000 {
+            return Err("10,000 failures did not trip api-1".into());
+        }
+        failures += 1;
         let _ = fleet[0].call(|| Err::<(), _>(std::io::Error::other("inventory timed out")));
     }
 

@@ -9,7 +9,7 @@ use interlock::storage::{Coordinator, Storage};
 use interlock::{CircuitBreaker, State};
 use interlock_redis::AsyncRedisStorage;
 
-use crate::support::{Server, eventually, now, pause};
+use crate::support::{Server, eventually, now, pause, spend_trip_budget};
 use crate::{Instance, TTL, config, fail, ok, storage, storage_builder};
 
 #[test]
@@ -67,7 +67,9 @@ async fn a_trip_reaches_async_instances_on_connection_managers() {
         fleet.push((lane, breaker));
     }
     let (a, b) = (&fleet[0].1, &fleet[1].1);
+    let mut spent = 0;
     while a.state() == State::Closed {
+        spend_trip_budget(&mut spent);
         let _ = a
             .call_async(|| async { Err::<(), _>(std::io::Error::other("503")) })
             .await;

@@ -117,7 +117,9 @@ impl Instance {
 
     /// Fails calls until the local machine trips.
     pub fn trip_locally(&self) {
+        let mut spent = 0;
         while self.breaker.state() == interlock::State::Closed {
+            support::spend_trip_budget(&mut spent);
             let _ = fail(&self.breaker);
         }
     }

@@ -7,7 +7,7 @@ use interlock::storage::{Coordinator, Storage};
 use interlock::{CircuitBreaker, State};
 use interlock_redis::AsyncRedisStorage;
 
-use crate::support::{Server, eventually, now};
+use crate::support::{Server, eventually, now, spend_trip_budget};
 use crate::{Instance, config, ok, storage_builder};
 
 /// Long enough that no poll after the first can happen during a test.
@@ -82,7 +82,9 @@ async fn an_async_trip_reaches_the_other_async_instances_without_waiting_for_a_p
     }
     assert_eq!(server.pubsub_clients(), 3);
     let a = &fleet[0].1;
+    let mut spent = 0;
     while a.state() == State::Closed {
+        spend_trip_budget(&mut spent);
         let _ = a
             .call_async(|| async { Err::<(), _>(std::io::Error::other("503")) })
             .await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use interlock::State;
 use interlock::storage::{Coordinator, Storage};
 
-use crate::support::{Server, eventually, now};
+use crate::support::{Server, eventually, now, spend_trip_budget};
 use crate::{Instance, TTL, config, fail, ok, storage, the_fleet_shares_an_open};
 
 pub(crate) const WAIT: Duration = Duration::from_millis(1500);
@@ -299,7 +299,9 @@ async fn the_async_storage_shares_a_trip_made_while_a_replica_refused_it() {
     );
     admin(&server, &["REPLICAOF", "127.0.0.1", "1"]);
     let tripper = &fleet[0].1;
+    let mut spent = 0;
     while tripper.state() == State::Closed {
+        spend_trip_budget(&mut spent);
         let failed = tripper
             .call_async(|| async { Err::<(), _>(std::io::Error::other("503")) })
             .await;

@@ -43,6 +43,21 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Failures a loop that fails until a breaker trips may make: a breaker
+/// that never trips then fails its test instead of hanging the run.
+pub const TRIP_BUDGET: u32 = 10_000;
+
+/// Counts one more failure of a loop that fails until a breaker trips
+/// (`spent` starts at zero) and fails the test once [`TRIP_BUDGET`] is
+/// spent.
+pub fn spend_trip_budget(spent: &mut u32) {
+    *spent += 1;
+    assert!(
+        *spent <= TRIP_BUDGET,
+        "{TRIP_BUDGET} failures did not trip the breaker"
+    );
+}
+
 /// Whether `binary` is an executable file on `PATH`.
 pub fn on_path(binary: &str) -> bool {
     std::env::var_os("PATH")

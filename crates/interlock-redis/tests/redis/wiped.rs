@@ -11,14 +11,16 @@ use interlock::State;
 use crate::refused::{
     WAIT, await_the_fleet, fleet, the_fleet_admits_again, the_fleet_closes_again,
 };
-use crate::support::{Server, eventually};
+use crate::support::{Server, eventually, spend_trip_budget};
 use crate::{Instance, fail, storage, the_fleet_shares_an_open};
 
 /// Fails `tripper`'s calls until it trips (after the fleet closed again its
 /// window may hold a success, so one failure can be enough) and waits until
 /// every instance shares the OPEN.
 fn trip_and_share(server: &Server, fleet: &[Instance], tripper: usize, what: &str) {
+    let mut spent = 0;
     while fleet[tripper].breaker.state() == State::Closed {
+        spend_trip_budget(&mut spent);
         match fail(&fleet[tripper].breaker) {
             Err(interlock::CallError::Inner(e)) => assert_eq!(e.to_string(), "503", "{what}"),
             Err(interlock::CallError::Rejected(_)) => break,
