@@ -11,9 +11,9 @@
 //! Each round times one 20,000-call slice of each of the four, in turn (the order rotates
 //! every round), so that all four figures of a round come from the same phase of a shared
 //! host; a round gives one budget and one floor. The medians over 400 rounds are printed,
-//! with the share of rounds whose floor was above the budget. `s` is timed in this binary:
-//! the same quiet call times differently between builds (code layout), so read the budget
-//! with the `s` printed beside it.
+//! with the share of rounds whose floor was above the budget. The host's phases move every
+//! part (the quiet call has read 3.1 ns and 4.9 ns minutes apart), which is why the four are
+//! timed in the same rounds.
 //!
 //! ```sh
 //! cargo run --release -p interlock-benches --bin floor
