@@ -11,7 +11,7 @@
 //! Each round times one 20,000-call slice of each of the four, in turn (the order rotates
 //! every round), so that all four figures of a round come from the same phase of a shared
 //! host; a round gives one budget and one floor. The medians over 400 rounds are printed,
-//! with the share of rounds whose floor was above the budget. The host's phases move every
+//! with the number of rounds whose floor was above the budget. The host's phases move every
 //! part (the quiet call has read 3.1 ns and 4.9 ns minutes apart), which is why the four are
 //! timed in the same rounds.
 //!
