@@ -113,6 +113,44 @@ pub fn two_thread_slice<B: SyncBreaker>(b: &B, calls: u32, expect: bool) -> std:
     })
 }
 
+/// Steps of [`alu_step_ns`]'s chains.
+const ALU_STEPS: u32 = 200_000;
+
+/// The host's ALU throughput on this thread, in nanoseconds per step of four independent
+/// xorshift64 chains (twelve shifts and xors, registers only), over `ALU_STEPS` steps.
+///
+/// One-thread figures of compute-bound loops (interlock's quiet call and rejection, recloser's
+/// count ring) depend on it: on a virtual machine another guest's work on the same physical
+/// core slows them, and nothing in the breaker can change that. On the project's 2-vCPU host
+/// it reads about 1.7 ns in the fast mode and 2.0–2.5 ns in the slow one. Over 1,600
+/// slices, each this probe and then 200,000 rejections of one OPEN breaker, the rejection was
+/// slow (above 4 ns a call) in 1,006 of the 1,096 slices whose probe read above 1.85 ns, and
+/// fast in 468 of the 504 whose probe read below (medians 2.41 and 1.72 ns).
+/// `paired` prints it before and after each one-thread row against a peer.
+#[must_use]
+pub fn alu_step_ns() -> f64 {
+    let (mut a, mut b, mut c, mut d) = (1_u64, 2_u64, 3_u64, 4_u64);
+    let start = std::time::Instant::now();
+    for _ in 0..ALU_STEPS {
+        a ^= a << 13;
+        a ^= a >> 7;
+        a ^= a << 17;
+        b ^= b << 13;
+        b ^= b >> 7;
+        b ^= b << 17;
+        c ^= c << 13;
+        c ^= c >> 7;
+        c ^= c << 17;
+        d ^= d << 13;
+        d ^= d >> 7;
+        d ^= d << 17;
+        // Keeps the loop from being folded away, at one store a step.
+        std::hint::black_box(&mut a);
+    }
+    std::hint::black_box((a, b, c, d));
+    start.elapsed().as_secs_f64() * 1e9 / f64::from(ALU_STEPS)
+}
+
 /// How long the host takes to move one cache line between the two workers' cores, in
 /// nanoseconds: two threads pinned as in [`two_thread_slice`] pass a counter back and forth
 /// through one atomic word, `HANDOFFS` times, and the figure is the wall time per handoff.

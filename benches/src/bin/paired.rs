@@ -17,6 +17,11 @@
 //! own core, timed by the workers from the first start to the last end; the figure is wall time per call of one
 //! thread, the ratio is against the faster peer).
 //!
+//! Each one-thread row against a peer is printed after the host's ALU probe
+//! (`interlock_benches::alu_step_ns`, before and after the pair) and each two-thread row after
+//! its cache-line handoff (`interlock_benches::line_handoff_ns`): both move with the host, not
+//! with the breakers, so a run says in which of the host's modes each row was measured.
+//!
 //! ```sh
 //! cargo run --release -p interlock-benches --bin paired
 //! # Only some sections (a label contains one of the words): mixed, mixed2, closed, rejected, time
@@ -33,7 +38,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use interlock_benches::peers::{circuitbreaker_rs, failsafe, recloser};
-use interlock_benches::{MIXES, SyncBreaker, alternate, line_handoff_ns, ours, two_thread_slice};
+use interlock_benches::{
+    MIXES, SyncBreaker, alternate, alu_step_ns, line_handoff_ns, ours, two_thread_slice,
+};
 
 /// Calls per slice: about 50-200 µs per slice at these speeds.
 const SLICE: u32 = 20_000;
@@ -106,18 +113,38 @@ fn mixed() {
         let count = ours::mixed_count(period);
         let target = if period == 0 { 0.3 } else { 0.5 };
         let path = format!("count/{mix}");
-        report(&path, "recloser", target, paired(&count, &recloser, true));
+        report(
+            &path,
+            "recloser",
+            target,
+            probed(&path, || paired(&count, &recloser, true)),
+        );
         drop(count);
         let time = ours::mixed_time(period);
         let path = format!("time/{mix}");
-        report(&path, "recloser", 0.5, paired(&time, &recloser, true));
-        report(&path, "failsafe", 0.5, paired(&time, &failsafe, true));
+        report(
+            &path,
+            "recloser",
+            0.5,
+            probed(&path, || paired(&time, &recloser, true)),
+        );
+        report(
+            &path,
+            "failsafe",
+            0.5,
+            probed(&path, || paired(&time, &failsafe, true)),
+        );
         drop(time);
         // The same window reporting every call to a listener (as with metrics): not one of
         // the issue's targets, shown so the cost of listening is measured, not guessed.
         let listened = ours::mixed_time_listened(period);
         let path = format!("time+listener/{mix}");
-        report(&path, "recloser", 0.5, paired(&listened, &recloser, true));
+        report(
+            &path,
+            "recloser",
+            0.5,
+            probed(&path, || paired(&listened, &recloser, true)),
+        );
     }
 }
 
@@ -146,6 +173,17 @@ fn mixed2() {
             );
         }
     }
+}
+
+/// Runs one one-thread pair, printing the host's ALU probe ([`alu_step_ns`]) before and
+/// after it: a compute-bound call is about 1.5-2x slower in the host's slow mode, so a run says
+/// which mode each row was measured in.
+fn probed(path: &str, pair: impl FnOnce() -> (f64, f64, f64)) -> (f64, f64, f64) {
+    let before = alu_step_ns();
+    let result = pair();
+    let after = alu_step_ns();
+    println!("{path:<14} ALU probe {before:.2} ns before, {after:.2} ns after");
+    result
 }
 
 fn report(path: &str, peer: &str, target: f64, (ratio, ours, theirs): (f64, f64, f64)) {
@@ -204,13 +242,13 @@ fn closed() {
         "closed",
         "recloser",
         0.5,
-        paired(&closed, &recloser::closed(), true),
+        probed("closed", || paired(&closed, &recloser::closed(), true)),
     );
     report(
         "closed",
         "failsafe",
         0.5,
-        paired(&closed, &failsafe::closed(), true),
+        probed("closed", || paired(&closed, &failsafe::closed(), true)),
     );
 }
 
@@ -220,18 +258,24 @@ fn rejected() {
         "rejected",
         "failsafe",
         0.15,
-        paired(&rejected, &failsafe::rejected(), false),
+        probed("rejected", || {
+            paired(&rejected, &failsafe::rejected(), false)
+        }),
     );
     report(
         "rejected",
         "recloser",
         0.15,
-        paired(&rejected, &recloser::rejected(), false),
+        probed("rejected", || {
+            paired(&rejected, &recloser::rejected(), false)
+        }),
     );
     report(
         "rejected",
         "circuitbreaker-rs",
         0.15,
-        paired(&rejected, &circuitbreaker_rs::rejected(), false),
+        probed("rejected", || {
+            paired(&rejected, &circuitbreaker_rs::rejected(), false)
+        }),
     );
 }
