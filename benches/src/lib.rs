@@ -120,8 +120,9 @@ const ALU_STEPS: u32 = 200_000;
 /// xorshift64 chains (twelve shifts and xors, registers only), over `ALU_STEPS` steps.
 ///
 /// One-thread figures of compute-bound loops (interlock's quiet call and rejection, recloser's
-/// count ring) depend on it: on a virtual machine another guest's work on the same physical
-/// core slows them, and nothing in the breaker can change that. On the project's 2-vCPU host
+/// count ring) depend on it: on a virtual machine the host slows them at times (most likely
+/// another guest's work on the same physical core), and nothing in the breaker can change
+/// that. On the project's 2-vCPU host
 /// it reads about 1.7 ns in the fast mode and 2.0–2.5 ns in the slow one. Over 1,600
 /// slices, each this probe and then 200,000 rejections of one OPEN breaker, the rejection was
 /// slow (above 4 ns a call) in 1,006 of the 1,096 slices whose probe read above 1.85 ns, and

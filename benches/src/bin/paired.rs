@@ -113,38 +113,18 @@ fn mixed() {
         let count = ours::mixed_count(period);
         let target = if period == 0 { 0.3 } else { 0.5 };
         let path = format!("count/{mix}");
-        report(
-            &path,
-            "recloser",
-            target,
-            probed(&path, || paired(&count, &recloser, true)),
-        );
+        row(&path, "recloser", target, &count, &recloser, true);
         drop(count);
         let time = ours::mixed_time(period);
         let path = format!("time/{mix}");
-        report(
-            &path,
-            "recloser",
-            0.5,
-            probed(&path, || paired(&time, &recloser, true)),
-        );
-        report(
-            &path,
-            "failsafe",
-            0.5,
-            probed(&path, || paired(&time, &failsafe, true)),
-        );
+        row(&path, "recloser", 0.5, &time, &recloser, true);
+        row(&path, "failsafe", 0.5, &time, &failsafe, true);
         drop(time);
         // The same window reporting every call to a listener (as with metrics): not one of
         // the targets, shown so the cost of listening is measured, not guessed.
         let listened = ours::mixed_time_listened(period);
         let path = format!("time+listener/{mix}");
-        report(
-            &path,
-            "recloser",
-            0.5,
-            probed(&path, || paired(&listened, &recloser, true)),
-        );
+        row(&path, "recloser", 0.5, &listened, &recloser, true);
     }
 }
 
@@ -175,15 +155,23 @@ fn mixed2() {
     }
 }
 
-/// Runs one one-thread pair, printing the host's ALU probe ([`alu_step_ns`]) before and
-/// after it: a compute-bound call is about 1.5-2x slower in the host's slow mode, so a run says
-/// which mode each row was measured in.
-fn probed(path: &str, pair: impl FnOnce() -> (f64, f64, f64)) -> (f64, f64, f64) {
+/// One one-thread row: the pair timed ([`paired`]) between two readings of the host's ALU
+/// probe ([`alu_step_ns`]), both printed (a compute-bound call is about 1.5-2x slower in the
+/// host's slow mode, so a run says which mode each row was measured in), then reported
+/// against `target`.
+fn row<A: SyncBreaker, B: SyncBreaker>(
+    path: &str,
+    peer: &str,
+    target: f64,
+    ours: &A,
+    theirs: &B,
+    expect: bool,
+) {
     let before = alu_step_ns();
-    let result = pair();
+    let result = paired(ours, theirs, expect);
     let after = alu_step_ns();
     println!("{path:<14} ALU probe {before:.2} ns before, {after:.2} ns after");
-    result
+    report(path, peer, target, result);
 }
 
 fn report(path: &str, peer: &str, target: f64, (ratio, ours, theirs): (f64, f64, f64)) {
@@ -238,44 +226,48 @@ fn main() {
 
 fn closed() {
     let closed = ours::closed();
-    report(
+    row(
         "closed",
         "recloser",
         0.5,
-        probed("closed", || paired(&closed, &recloser::closed(), true)),
+        &closed,
+        &recloser::closed(),
+        true,
     );
-    report(
+    row(
         "closed",
         "failsafe",
         0.5,
-        probed("closed", || paired(&closed, &failsafe::closed(), true)),
+        &closed,
+        &failsafe::closed(),
+        true,
     );
 }
 
 fn rejected() {
     let rejected = ours::rejected();
-    report(
+    row(
         "rejected",
         "failsafe",
         0.15,
-        probed("rejected", || {
-            paired(&rejected, &failsafe::rejected(), false)
-        }),
+        &rejected,
+        &failsafe::rejected(),
+        false,
     );
-    report(
+    row(
         "rejected",
         "recloser",
         0.15,
-        probed("rejected", || {
-            paired(&rejected, &recloser::rejected(), false)
-        }),
+        &rejected,
+        &recloser::rejected(),
+        false,
     );
-    report(
+    row(
         "rejected",
         "circuitbreaker-rs",
         0.15,
-        probed("rejected", || {
-            paired(&rejected, &circuitbreaker_rs::rejected(), false)
-        }),
+        &rejected,
+        &circuitbreaker_rs::rejected(),
+        false,
     );
 }

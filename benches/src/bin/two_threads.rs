@@ -7,7 +7,8 @@
 //! `period` calls, `ours::mixed_count` / `ours::mixed_time`) on two threads pinned to two cores,
 //! 20 rounds of 2,000,000 calls per thread, and prints the wall time per call of one thread,
 //! with the host's cache-line handoff time (`line_handoff_ns`) measured before and after: a
-//! run whose handoffs are slow is a run in the host's slow placement, not a slower build.
+//! run whose handoffs are slow was measured in the host's slow mode (most likely a placement
+//! of the two vCPUs), not on a slower build.
 //!
 //! ```sh
 //! cargo run --release -p interlock-benches --bin two_threads -- count 10

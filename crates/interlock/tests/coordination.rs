@@ -3,9 +3,13 @@
 //! and explicit polls, so nothing sleeps. Rules: R15–R17 and D2, D6.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::fail_until_tripped;
 
 use interlock::mode::Blocking;
 use interlock::storage::{
@@ -83,26 +87,6 @@ fn rejected(r: Result<(), CallError<std::io::Error>>) -> interlock::CircuitOpenE
         Err(CallError::Rejected(open)) => open,
         other => panic!("expected a rejection, got {other:?}"),
     }
-}
-
-/// Calls `call` while `breaker` is CLOSED, at most 10,000 times, and fails
-/// the test if it is still CLOSED then (a breaker that never trips fails
-/// the test instead of hanging it).
-fn fail_until_tripped<M: interlock::mode::Mode>(
-    breaker: &CircuitBreaker<M>,
-    mut call: impl FnMut(),
-) {
-    for _ in 0..10_000 {
-        if breaker.state() != State::Closed {
-            return;
-        }
-        call();
-    }
-    assert_ne!(
-        breaker.state(),
-        State::Closed,
-        "10,000 failures did not trip"
-    );
 }
 
 /// Trips `i` locally and runs its queued shared trip.
