@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Shown};
 use crate::policy::{HalfOpenPolicy, TripPolicy};
 
 /// The exponent of the open-wait backoff stops growing after this many
@@ -410,7 +410,10 @@ impl ConfigBuilder {
             if !mult.is_finite() || mult < 1.0 {
                 return Err(ConfigError::new(
                     "wait_duration_backoff_multiplier",
-                    format!("must be a finite number of at least 1.0, got {mult}"),
+                    format!(
+                        "must be a finite number of at least 1.0, got {}",
+                        Shown(mult)
+                    ),
                 ));
             }
             let peak = c.wait_duration_in_open.as_secs_f64() * mult.powi(MAX_BACKOFF_ROUNDS as i32);
@@ -418,7 +421,8 @@ impl ConfigBuilder {
                 return Err(ConfigError::new(
                     "wait_duration_backoff_multiplier",
                     format!(
-                        "{mult} is too large: the wait overflows after {MAX_BACKOFF_ROUNDS} rounds"
+                        "{} is too large: the wait overflows after {MAX_BACKOFF_ROUNDS} rounds",
+                        Shown(mult)
                     ),
                 ));
             }
@@ -505,7 +509,7 @@ fn check_rate(field: &'static str, value: f64) -> Result<(), ConfigError> {
     } else {
         Err(ConfigError::new(
             field,
-            format!("must be in (0, 1], got {value}"),
+            format!("must be in (0, 1], got {}", Shown(value)),
         ))
     }
 }
@@ -733,6 +737,20 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e.field(), "wait_duration_backoff_multiplier");
+        // A huge value is named in a few characters, not 309 digits.
+        let e = Config::builder()
+            .wait_duration_backoff_multiplier(1e308)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e.reason(),
+            "1e308 is too large: the wait overflows after 64 rounds"
+        );
+        let e = Config::builder()
+            .failure_rate_threshold(-3e200)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.reason(), "must be in (0, 1], got -3e200");
     }
 
     #[test]

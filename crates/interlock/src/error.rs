@@ -64,6 +64,22 @@ impl fmt::Display for ConfigError {
 
 impl Error for ConfigError {}
 
+/// A number as a [`ConfigError`] shows it: in plain notation where that is
+/// short, in scientific notation beyond (`f64`'s `Display` would write
+/// `1e300` with 301 digits).
+pub(crate) struct Shown(pub(crate) f64);
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        if v.is_finite() && v != 0.0 && !(1e-6..1e16).contains(&v.abs()) {
+            write!(f, "{v:e}")
+        } else {
+            write!(f, "{v}")
+        }
+    }
+}
+
 /// A call rejected by an open breaker, before it ran (R6.4).
 ///
 /// Cheap to make, clone and drop, `Send + Sync`, and it keeps no borrow of
@@ -329,7 +345,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_rejection_is_64_bytes_and_keeps_its_estimate() {
+    fn a_rejection_is_72_bytes_and_keeps_its_estimate() {
         assert_eq!(std::mem::size_of::<CircuitOpenError>(), 72);
         let identity = Identity::register("svc");
         for (state, after) in [
@@ -344,6 +360,24 @@ mod tests {
             let expected = after.map(|d| d.min(Duration::from_nanos(NO_ESTIMATE - 1)));
             assert_eq!(e.retry_after(), expected);
             assert_eq!(e.clone(), e);
+        }
+    }
+
+    #[test]
+    fn config_errors_show_extreme_numbers_in_scientific_notation() {
+        for (v, shown) in [
+            (0.5, "0.5"),
+            (0.0, "0"),
+            (1.0, "1"),
+            (1e15, "1000000000000000"),
+            (1e16, "1e16"),
+            (1e308, "1e308"),
+            (-2.5e300, "-2.5e300"),
+            (1e-7, "1e-7"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(Shown(v).to_string(), shown, "{v:?}");
         }
     }
 

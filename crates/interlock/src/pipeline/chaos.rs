@@ -51,7 +51,7 @@ use std::time::Duration;
 use super::rng::SplitMix;
 use super::sleep::{StdSleeper, into_arc};
 use super::{PipelineError, Sleeper, Strategy, emit};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Shown};
 use crate::event::{Event, EventListener, into_arc as listener_arc};
 
 /// Turns chaos strategies on and off at run time. Clones share the state.
@@ -224,7 +224,7 @@ impl<K> Builder<K> {
         if !(0.0..=1.0).contains(&rate) {
             return Err(ConfigError::new(
                 "injection_rate",
-                format!("must be between 0 and 1, got {rate}"),
+                format!("must be between 0 and 1, got {}", Shown(rate)),
             ));
         }
         Ok(Common {

@@ -15,7 +15,7 @@ use super::retry::UnlessOpen;
 use super::sleep::{StdSleeper, into_arc};
 use super::{PipelineError, Predicate, Sleep, Sleeper, Strategy, emit};
 use crate::clock::{Clock, MonotonicClock, Timestamp, duration_to_nanos};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Shown};
 use crate::event::{Event, EventListener, into_arc as listener_arc};
 
 /// The largest [`latency_window`](HedgeBuilder::latency_window).
@@ -313,7 +313,7 @@ impl<P> HedgeBuilder<P> {
             Some(p) if !(0.0..=1.0).contains(&p) => {
                 return Err(ConfigError::new(
                     "percentile",
-                    format!("must be between 0 and 1, got {p}"),
+                    format!("must be between 0 and 1, got {}", Shown(p)),
                 ));
             }
             Some(_) if !(1..=MAX_LATENCY_WINDOW).contains(&self.latency_window) => {

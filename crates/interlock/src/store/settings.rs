@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Shown};
 
 /// How a coordinated breaker uses its storage: key lifetime, polling,
 /// degradation backoff and write queue (R16.12).
@@ -273,7 +273,7 @@ impl StorageSettingsBuilder {
                 "retry_backoff_multiplier",
                 format!(
                     "must be a finite number of at least 1.0, got {}",
-                    s.retry_backoff_multiplier
+                    Shown(s.retry_backoff_multiplier)
                 ),
             ));
         }
@@ -288,7 +288,7 @@ impl StorageSettingsBuilder {
                 "retry_jitter",
                 format!(
                     "must be a finite number of at least 0.0, got {}",
-                    s.retry_jitter
+                    Shown(s.retry_jitter)
                 ),
             ));
         }
