@@ -17,6 +17,9 @@ use interlock::{CircuitBreaker, Clock, Config, Event, MonotonicClock, SlidingWin
 use interlock_redis::RedisStorage;
 
 const POLL: Duration = Duration::from_millis(200);
+/// Failures the trip may take before the demo gives up: a breaker that
+/// never trips ends it with an error, not a hang.
+const MAX_FAILURES: u32 = 10_000;
 
 fn instance(
     url: &str,
@@ -78,9 +81,8 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     println!("step 1 - the dependency fails for api-1, which trips on its own window");
     let mut failures = 0;
     while fleet[0].state() == State::Closed {
-        // A breaker that never trips ends the demo with an error, not a hang.
-        if failures == 10_000 {
-            return Err("10,000 failures did not trip api-1".into());
+        if failures == MAX_FAILURES {
+            return Err(format!("{MAX_FAILURES} failures did not trip api-1").into());
         }
         failures += 1;
         let _ = fleet[0].call(|| Err::<(), _>(std::io::Error::other("inventory timed out")));

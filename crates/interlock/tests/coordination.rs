@@ -6,10 +6,8 @@
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::fail_until_tripped;
 
 use interlock::mode::Blocking;
 use interlock::storage::{
@@ -19,6 +17,7 @@ use interlock::{
     CallError, CircuitBreaker, Config, ConfigBuilder, Event, ManualClock, Outcome, Registry,
     SlidingWindow, State,
 };
+use support::fail_until_tripped;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
